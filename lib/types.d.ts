@@ -1,0 +1,319 @@
+// Shared type declarations for amqplib-rs.
+//
+// These types describe the data that flows through both public entry points
+// (`amqplib-rs` and `amqplib-rs/callback_api`): option bags accepted by the
+// channel and connection methods, the replies the broker sends back, and the
+// shape of delivered messages. Both `index.d.ts` and `callback_api.d.ts`
+// re-export the public subset of this file, so consumers never import it
+// directly.
+
+import type { ConnectionOptions as TlsConnectionOptions } from 'node:tls';
+
+/**
+ * A SASL mechanism object, as produced by `credentials.plain()`,
+ * `credentials.amqplain()` or `credentials.external()`, or built by hand.
+ */
+export interface SaslMechanism {
+  /** SASL mechanism name sent to the broker, e.g. `'PLAIN'`. */
+  mechanism: string;
+  /** Produces the bytes sent in the `response` field of connection.start-ok. */
+  response(): Buffer;
+  username?: string;
+  password?: string;
+}
+
+/** A mechanism built from a user name and password. */
+export interface UserPasswordMechanism {
+  mechanism: string;
+  response(): Buffer;
+  username: string;
+  password: string;
+}
+
+/** A mechanism that carries no secret of its own (e.g. EXTERNAL / TLS client cert). */
+export interface AnonymousMechanism {
+  mechanism: string;
+  response(): Buffer;
+}
+
+/** Replies (the `*-ok` methods) returned by the broker, in decoded form. */
+export namespace Replies {
+  /** Returned by operations whose `-ok` method carries no fields of interest. */
+  interface Empty {}
+
+  /** queue.declare-ok */
+  interface AssertQueue {
+    queue: string;
+    messageCount: number;
+    consumerCount: number;
+  }
+
+  /** queue.purge-ok */
+  interface PurgeQueue {
+    messageCount: number;
+  }
+
+  /** queue.delete-ok */
+  interface DeleteQueue {
+    messageCount: number;
+  }
+
+  /** exchange.declare-ok (the exchange name is filled in client-side). */
+  interface AssertExchange {
+    exchange: string;
+  }
+
+  /** basic.consume-ok */
+  interface Consume {
+    consumerTag: string;
+  }
+}
+
+/** Option bags accepted by connect() and the channel operations. */
+export namespace Options {
+  /** Connection parameters given as an object instead of an `amqp://` URL. */
+  interface Connect {
+    /** `'amqp'` or `'amqps'`. */
+    protocol?: string;
+    hostname?: string;
+    port?: number;
+    username?: string;
+    password?: string;
+    locale?: string;
+    /** Largest frame size to negotiate, in bytes. */
+    frameMax?: number;
+    /** Heartbeat interval to negotiate, in seconds (0 disables). */
+    heartbeat?: number;
+    vhost?: string;
+    /** Highest channel number to negotiate. */
+    channelMax?: number;
+    credentials?: SaslMechanism;
+  }
+
+  /** queue.declare flags plus RabbitMQ `x-` argument shortcuts. */
+  interface AssertQueue {
+    exclusive?: boolean;
+    durable?: boolean;
+    autoDelete?: boolean;
+    /** Extra queue arguments, passed through as a field table. */
+    arguments?: any;
+    /** `x-message-ttl`, milliseconds. */
+    messageTtl?: number;
+    /** `x-expires`, milliseconds. */
+    expires?: number;
+    /** `x-dead-letter-exchange` */
+    deadLetterExchange?: string;
+    /** `x-dead-letter-routing-key` */
+    deadLetterRoutingKey?: string;
+    /** `x-max-length` */
+    maxLength?: number;
+    /** `x-max-priority` */
+    maxPriority?: number;
+    /** `x-overflow` */
+    overflow?: string;
+    /** `x-queue-mode` */
+    queueMode?: string;
+  }
+
+  /** queue.delete flags. */
+  interface DeleteQueue {
+    ifUnused?: boolean;
+    ifEmpty?: boolean;
+  }
+
+  /** exchange.declare flags plus the `alternate-exchange` shortcut. */
+  interface AssertExchange {
+    durable?: boolean;
+    internal?: boolean;
+    autoDelete?: boolean;
+    alternateExchange?: string;
+    arguments?: any;
+  }
+
+  /** exchange.delete flags. */
+  interface DeleteExchange {
+    ifUnused?: boolean;
+  }
+
+  /** basic.publish flags and message properties. */
+  interface Publish {
+    expiration?: string | number;
+    userId?: string;
+    CC?: string | string[];
+    mandatory?: boolean;
+    persistent?: boolean;
+    deliveryMode?: boolean | number;
+    BCC?: string | string[];
+    contentType?: string;
+    contentEncoding?: string;
+    headers?: any;
+    priority?: number;
+    correlationId?: string;
+    replyTo?: string;
+    messageId?: string;
+    timestamp?: number;
+    type?: string;
+    appId?: string;
+  }
+
+  /** basic.consume flags. */
+  interface Consume {
+    consumerTag?: string;
+    noLocal?: boolean;
+    noAck?: boolean;
+    exclusive?: boolean;
+    priority?: number;
+    arguments?: any;
+  }
+
+  /** basic.get flags. */
+  interface Get {
+    noAck?: boolean;
+  }
+}
+
+/** Socket-level options; anything `tls.connect()` accepts is allowed too. */
+export interface SocketOptions extends TlsConnectionOptions {
+  noDelay?: boolean;
+  timeout?: number;
+  keepAlive?: boolean;
+  keepAliveDelay?: number;
+  /** Extra entries merged into the client-properties table. */
+  clientProperties?: Record<string, unknown>;
+  credentials?: SaslMechanism;
+}
+
+/** Per-channel options. */
+export interface ChannelOptions {
+  /** Outgoing buffer size after which publish() starts returning false. */
+  highWaterMark?: number;
+}
+
+/** Fields present on every delivered message. */
+export interface CommonMessageFields {
+  deliveryTag: number;
+  redelivered: boolean;
+  exchange: string;
+  routingKey: string;
+}
+
+/** Fields of a message of unknown origin (consumed, fetched or returned). */
+export interface MessageFields extends CommonMessageFields {
+  messageCount?: number;
+  consumerTag?: string;
+}
+
+/** Fields of a message fetched with basic.get. */
+export interface GetMessageFields extends CommonMessageFields {
+  messageCount: number;
+}
+
+/** Fields of a message pushed to a consumer. */
+export interface ConsumeMessageFields extends CommonMessageFields {
+  consumerTag: string;
+}
+
+/** One entry of the `x-death` header added by dead-lettering. */
+export interface XDeath {
+  count: number;
+  reason: 'rejected' | 'expired' | 'maxlen';
+  queue: string;
+  time: {
+    '!': 'timestamp';
+    value: number;
+  };
+  exchange: string;
+  'original-expiration'?: any;
+  'routing-keys': string[];
+}
+
+/** Message headers, with the dead-letter headers spelled out. */
+export interface MessagePropertyHeaders {
+  [key: string]: any;
+  'x-first-death-exchange'?: string;
+  'x-first-death-queue'?: string;
+  'x-first-death-reason'?: string;
+  'x-death'?: XDeath[];
+}
+
+/** Basic content-header properties; absent ones are `undefined`. */
+export interface MessageProperties {
+  contentType: any;
+  contentEncoding: any;
+  headers: MessagePropertyHeaders | undefined;
+  deliveryMode: any;
+  priority: any;
+  correlationId: any;
+  replyTo: any;
+  expiration: any;
+  messageId: any;
+  timestamp: any;
+  type: any;
+  userId: any;
+  appId: any;
+  clusterId: any;
+}
+
+/** A message body with its delivery fields and properties. */
+export interface Message {
+  content: Buffer;
+  fields: MessageFields;
+  properties: MessageProperties;
+}
+
+/** A message obtained with `get()`. */
+export interface GetMessage extends Message {
+  fields: GetMessageFields;
+}
+
+/** A message delivered to a `consume()` callback. */
+export interface ConsumeMessage extends Message {
+  fields: ConsumeMessageFields;
+}
+
+/** The server-properties table from connection.start. */
+export interface ServerProperties {
+  [key: string]: string | undefined;
+  host: string;
+  product: string;
+  version: string;
+  platform: string;
+  copyright?: string;
+  information: string;
+}
+
+/** Settings for automatic reconnection; `M` is the model handed to `setup`. */
+export interface RecoveryOptionsFor<M> {
+  /** Delay before the first reconnect attempt, ms (default 100). */
+  initialDelay?: number;
+  /** Upper bound on the delay between attempts, ms (default 30000). */
+  maxDelay?: number;
+  /** Multiplier applied to the delay after each failed attempt (default 2). */
+  factor?: number;
+  /** Random spread, 0 to 1, applied to each delay (default 0.2). */
+  jitter?: number;
+  /** Give up after this many attempts (default: never). */
+  maxRetries?: number;
+  /**
+   * Runs after every successful (re)connection, before the model reports
+   * `connect`; either returns a promise or calls `done`.
+   */
+  setup?: ((model: M) => Promise<void>) | ((model: M, done: (err?: Error) => void) => void);
+}
+
+/** Shape of the `reconnect-scheduled` event payload. */
+export interface ReconnectSchedule {
+  attempt: number;
+  delay: number;
+  error: Error;
+}
+
+/** Factories for the SASL mechanisms understood by the client. */
+export interface CredentialFactories {
+  /** SASL PLAIN with the given user name and password. */
+  plain(username: string, password: string): UserPasswordMechanism;
+  /** RabbitMQ's AMQPLAIN with the given user name and password. */
+  amqplain(username: string, password: string): UserPasswordMechanism;
+  /** SASL EXTERNAL, e.g. authentication by TLS client certificate. */
+  external(): AnonymousMechanism;
+}
