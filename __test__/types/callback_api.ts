@@ -1,0 +1,331 @@
+// Type test for the callback API (`amqplib-rs/callback_api`). Compiled by
+// `tsc -p tsconfig.json`, never run.
+//
+// Part 1 proves that our declarations and amqplib 2.0.1's
+// `amqplib/callback_api` are the same: the module value types are assignable
+// both ways, the sets of exported values are equal, and every exported type
+// is identical to amqplib's. Part 2 exercises every method with typical
+// arguments and checks the types handed to callbacks; part 3 shows that
+// wrong uses are rejected.
+
+import * as ours from 'amqplib-rs/callback_api';
+import * as oursByPath from '../../callback_api';
+import * as oursPromise from 'amqplib-rs';
+import * as theirs from 'amqplib/callback_api';
+import type * as T from 'amqplib/callback_api';
+import type {
+  Channel,
+  ConfirmChannel,
+  Connection,
+  ConsumeMessage,
+  GetMessage,
+  Message,
+  Options,
+  RecoveringConnection,
+  Replies,
+  ServerProperties,
+} from 'amqplib-rs/callback_api';
+
+// ---------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------
+
+/** true iff A and B are identical types (not merely mutually assignable). */
+type Same<A, B> = (<X>() => X extends A ? 1 : 2) extends <X>() => X extends B ? 1 : 2 ? true : false;
+/** Compiles only when given `true`. */
+type Ok<V extends true> = V;
+
+declare function use<V>(value: V): void;
+
+// ---------------------------------------------------------------------------
+// Part 1: our module matches amqplib's
+// ---------------------------------------------------------------------------
+
+// The module objects are interchangeable, in both directions.
+const asTheirs: typeof theirs = ours;
+const asOurs: typeof ours = theirs;
+use([asTheirs, asOurs]);
+
+// Same set of exported values, and the self-reference resolves to the root file.
+type _ValueNames = Ok<Same<keyof typeof ours, keyof typeof theirs>>;
+type _SelfRef = Ok<Same<typeof ours, typeof oursByPath>>;
+
+// Each exported value has the same type.
+type _connect = Ok<Same<typeof ours.connect, typeof theirs.connect>>;
+type _credentials = Ok<Same<typeof ours.credentials, typeof theirs.credentials>>;
+type _errorClass = Ok<Same<typeof ours.IllegalOperationError, typeof theirs.IllegalOperationError>>;
+type _errorInstance = Ok<Same<ours.IllegalOperationError, theirs.IllegalOperationError>>;
+// Both entry points hand out the very same error class and credential builders.
+type _sharedError = Ok<Same<typeof ours.IllegalOperationError, typeof oursPromise.IllegalOperationError>>;
+type _sharedCredentials = Ok<Same<typeof ours.credentials, typeof oursPromise.credentials>>;
+
+// Every exported type is identical to amqplib's.
+type _Connection = Ok<Same<ours.Connection, T.Connection>>;
+type _Channel = Ok<Same<ours.Channel, T.Channel>>;
+type _ConfirmChannel = Ok<Same<ours.ConfirmChannel, T.ConfirmChannel>>;
+type _RecoveryOptions = Ok<Same<ours.RecoveryOptions, T.RecoveryOptions>>;
+type _RecoveringConnection = Ok<Same<ours.RecoveringConnection, T.RecoveringConnection>>;
+type _SocketOptions = Ok<Same<ours.SocketOptions, T.SocketOptions>>;
+type _ChannelOptions = Ok<Same<ours.ChannelOptions, T.ChannelOptions>>;
+type _Message = Ok<Same<ours.Message, T.Message>>;
+type _GetMessage = Ok<Same<ours.GetMessage, T.GetMessage>>;
+type _ConsumeMessage = Ok<Same<ours.ConsumeMessage, T.ConsumeMessage>>;
+type _CommonMessageFields = Ok<Same<ours.CommonMessageFields, T.CommonMessageFields>>;
+type _MessageFields = Ok<Same<ours.MessageFields, T.MessageFields>>;
+type _GetMessageFields = Ok<Same<ours.GetMessageFields, T.GetMessageFields>>;
+type _ConsumeMessageFields = Ok<Same<ours.ConsumeMessageFields, T.ConsumeMessageFields>>;
+type _MessageProperties = Ok<Same<ours.MessageProperties, T.MessageProperties>>;
+type _MessagePropertyHeaders = Ok<Same<ours.MessagePropertyHeaders, T.MessagePropertyHeaders>>;
+type _XDeath = Ok<Same<ours.XDeath, T.XDeath>>;
+type _ServerProperties = Ok<Same<ours.ServerProperties, T.ServerProperties>>;
+
+type _OptionsConnect = Ok<Same<ours.Options.Connect, T.Options.Connect>>;
+type _OptionsAssertQueue = Ok<Same<ours.Options.AssertQueue, T.Options.AssertQueue>>;
+type _OptionsDeleteQueue = Ok<Same<ours.Options.DeleteQueue, T.Options.DeleteQueue>>;
+type _OptionsAssertExchange = Ok<Same<ours.Options.AssertExchange, T.Options.AssertExchange>>;
+type _OptionsDeleteExchange = Ok<Same<ours.Options.DeleteExchange, T.Options.DeleteExchange>>;
+type _OptionsPublish = Ok<Same<ours.Options.Publish, T.Options.Publish>>;
+type _OptionsConsume = Ok<Same<ours.Options.Consume, T.Options.Consume>>;
+type _OptionsGet = Ok<Same<ours.Options.Get, T.Options.Get>>;
+
+type _RepliesEmpty = Ok<Same<ours.Replies.Empty, T.Replies.Empty>>;
+type _RepliesAssertQueue = Ok<Same<ours.Replies.AssertQueue, T.Replies.AssertQueue>>;
+type _RepliesPurgeQueue = Ok<Same<ours.Replies.PurgeQueue, T.Replies.PurgeQueue>>;
+type _RepliesDeleteQueue = Ok<Same<ours.Replies.DeleteQueue, T.Replies.DeleteQueue>>;
+type _RepliesAssertExchange = Ok<Same<ours.Replies.AssertExchange, T.Replies.AssertExchange>>;
+type _RepliesConsume = Ok<Same<ours.Replies.Consume, T.Replies.Consume>>;
+
+// Values typed with amqplib's types flow into ours and back.
+declare const theirConnection: T.Connection;
+declare const theirChannel: T.ConfirmChannel;
+const ourConnection: Connection = theirConnection;
+const ourChannel: ConfirmChannel = theirChannel;
+const backToTheirs: [T.Connection, T.ConfirmChannel] = [ourConnection, ourChannel];
+use(backToTheirs);
+
+// ---------------------------------------------------------------------------
+// Part 2: every method, typical arguments, callback types
+// ---------------------------------------------------------------------------
+
+function onError(err: Error | undefined): void {
+  if (err) throw err;
+}
+
+function everyMethod(): void {
+  const content = Buffer.from('hello');
+
+  // connect() overloads
+  ours.connect((err: Error, conn: Connection) => use([err, conn]));
+  ours.connect({ hostname: 'localhost', port: 5672, vhost: '/', heartbeat: 30 }, (err, conn) => {
+    use<[Error, Connection]>([err, conn]);
+  });
+  const noReturn: void = ours.connect(
+    'amqps://localhost',
+    { credentials: ours.credentials.external(), cert: Buffer.from('c'), key: Buffer.from('k'), noDelay: true },
+    (err, conn) => use<[Error, Connection]>([err, conn]),
+  );
+  use(noReturn);
+  const creds: { username: string; password: string } = ours.credentials.amqplain('u', 'p');
+  const plainBytes: Buffer = ours.credentials.plain('u', 'p').response();
+  use([creds, plainBytes]);
+
+  // Recovering connection: callback typed explicitly so the recovery overload is chosen.
+  const recovering: RecoveringConnection = ours.connect(
+    'amqp://localhost',
+    {
+      recovery: {
+        initialDelay: 100,
+        maxDelay: 30_000,
+        factor: 2,
+        jitter: 0.2,
+        maxRetries: 5,
+        setup: (model: Connection, done: (err?: Error) => void) => {
+          model.createChannel((err) => done(err));
+        },
+      },
+    },
+    (err: Error, rc: RecoveringConnection) => use([err, rc]),
+  );
+  recovering
+    .on('connect', (model: Connection) => use(model))
+    .on('disconnect', (err: Error) => use(err))
+    .on('connect-failed', (err: Error) => use(err))
+    .on('reconnect-scheduled', (info) => use<[number, number, Error]>([info.attempt, info.delay, info.error]))
+    .on('reconnect-failed', (err: Error) => use(err))
+    .on('blocked', (reason: string) => use(reason))
+    .on('unblocked', () => {})
+    .on('error', (err: Error) => use(err))
+    .on('update-secret-ok', () => {});
+  const rch: Channel = recovering.createChannel((err, ch: Channel) => use([err, ch]));
+  const rchOpts: Channel = recovering.createChannel({ highWaterMark: 8 }, (err, ch) => use([err, ch]));
+  const rcch: ConfirmChannel = recovering.createConfirmChannel((err, ch: ConfirmChannel) => use([err, ch]));
+  const rcchOpts: ConfirmChannel = recovering.createConfirmChannel({}, (err, ch) => use([err, ch]));
+  recovering.updateSecret(Buffer.from('token'), 'rotation', onError);
+  recovering.close(onError);
+  use([rch, rchOpts, rcch, rcchOpts]);
+
+  ours.connect('amqp://localhost', (err, conn) => {
+    if (err) throw err;
+
+    // Connection
+    const server: ServerProperties = conn.connection.serverProperties;
+    const version: string = server.version;
+    use(version);
+    conn
+      .on('close', (e?: Error) => use(e))
+      .on('error', (e: Error) => use(e))
+      .on('blocked', (reason: string) => use(reason))
+      .on('unblocked', () => {})
+      .on('update-secret-ok', () => {})
+      .on('handler-error', (e: Error, eventName: string) => use([e, eventName]))
+      .on('anything', (...args: any[]) => use(args));
+    conn.updateSecret(Buffer.from('secret'), 'expired', onError);
+    conn.updateSecret(Buffer.from('secret'), 'expired');
+
+    const withOpts: Channel = conn.createChannel({ highWaterMark: 16 }, (e, c) => use([e, c]));
+    use(withOpts);
+
+    // Channel
+    const returned: Channel = conn.createChannel((e: Error, ch: Channel) => {
+      onError(e);
+      const back: Connection = ch.connection;
+      use(back);
+
+      ch.on('close', () => {})
+        .on('error', (x: Error) => use(x))
+        .on('drain', () => {})
+        .on('ack', (f) => use<[number, boolean]>([f.deliveryTag, f.multiple]))
+        .on('nack', (f) => use<boolean>(f.requeue))
+        .on('cancel', (f) => use<string>(f.consumerTag))
+        .on('delivery', (m: ConsumeMessage) => use(m))
+        .on('return', (m: Message) => use<Buffer>(m.content))
+        .on('handler-error', (x: Error, eventName: string) => use([x, eventName]));
+
+      ch.assertQueue('q', { messageTtl: 1, durable: true, deadLetterExchange: 'dlx' }, (x, ok) => {
+        const q: Replies.AssertQueue = ok;
+        use<[Error, string, number, number]>([x, q.queue, q.messageCount, q.consumerCount]);
+      });
+      ch.assertQueue();
+      ch.assertQueue('', { exclusive: true });
+      ch.checkQueue('q', (x, ok: Replies.AssertQueue) => use([x, ok]));
+      ch.checkQueue('q');
+      ch.purgeQueue('q', (x, ok: Replies.PurgeQueue) => use<number>(ok.messageCount));
+      ch.deleteQueue('q', { ifUnused: true, ifEmpty: true }, (x, ok: Replies.DeleteQueue) => use<number>(ok.messageCount));
+      ch.deleteQueue('q');
+
+      ch.assertExchange('logs', 'fanout', { durable: false }, (x, ok: Replies.AssertExchange) => use<string>(ok.exchange));
+      ch.assertExchange('custom', 'x-consistent-hash');
+      ch.checkExchange('logs', (x, ok: Replies.Empty) => use([x, ok]));
+      ch.deleteExchange('logs', { ifUnused: false }, (x, ok: Replies.Empty) => use([x, ok]));
+      ch.deleteExchange('logs');
+
+      ch.bindQueue('q', 'logs', '', {}, (x, ok: Replies.Empty) => use([x, ok]));
+      ch.bindQueue('q', 'logs', 'key');
+      ch.unbindQueue('q', 'logs', 'key', undefined, (x, ok) => use([x, ok]));
+      ch.bindExchange('dest', 'logs', '#', { 'x-match': 'all' }, (x, ok) => use([x, ok]));
+      ch.unbindExchange('dest', 'logs', '#');
+
+      const publishOpts: Options.Publish = { persistent: true, headers: { a: 1 }, expiration: '1000', priority: 1 };
+      const published: boolean = ch.publish('logs', '', content, publishOpts);
+      const sent: boolean = ch.sendToQueue('q', content, { contentType: 'application/json' });
+      use([published, sent]);
+
+      ch.consume(
+        'q',
+        (msg: ConsumeMessage | null) => {
+          if (msg) {
+            const tag: string = msg.fields.consumerTag;
+            const redelivered: boolean = msg.fields.redelivered;
+            use([tag, redelivered]);
+            ch.ack(msg);
+          }
+        },
+        { noAck: false, consumerTag: 'ctag' },
+        (x, ok: Replies.Consume) => {
+          const tag: string = ok.consumerTag;
+          ch.cancel(tag, (y, cancelled: Replies.Empty) => use([y, cancelled]));
+        },
+      );
+      ch.consume('q', (msg) => use(msg));
+
+      ch.get('q', { noAck: false }, (x, msg: GetMessage | false) => {
+        if (msg === false) return;
+        const remaining: number = msg.fields.messageCount;
+        use(remaining);
+        ch.ack(msg, false);
+        ch.nack(msg, false, false);
+        ch.nack(msg);
+        ch.reject(msg, true);
+        ch.reject(msg);
+      });
+      ch.get('q');
+      ch.ackAll();
+      ch.nackAll(true);
+      ch.nackAll();
+
+      ch.prefetch(10, false, (x, ok: Replies.Empty) => use([x, ok]));
+      ch.prefetch(1);
+      ch.recover((x, ok: Replies.Empty) => use([x, ok]));
+      ch.recover();
+      ch.close(onError);
+      ch.close();
+    });
+    use(returned);
+
+    // ConfirmChannel
+    const confirmReturned: ConfirmChannel = conn.createConfirmChannel((e: Error, cch: ConfirmChannel) => {
+      onError(e);
+      const asPlain: Channel = cch;
+      use(asPlain);
+      const p: boolean = cch.publish('logs', 'k', content, { mandatory: true }, (x: Error, ok: Replies.Empty) => {
+        use([x, ok]);
+      });
+      const pNoCb: boolean = cch.publish('logs', 'k', content);
+      const s: boolean = cch.sendToQueue('q', content, {}, (x) => onError(x));
+      use([p, pNoCb, s]);
+      cch.waitForConfirms((x?: Error) => onError(x));
+      cch.waitForConfirms();
+    });
+    const confirmWithOpts: ConfirmChannel = conn.createConfirmChannel({ highWaterMark: 4 }, (e, c) => use([e, c]));
+    use([confirmReturned, confirmWithOpts]);
+
+    conn.close(onError);
+    conn.close();
+  });
+
+  // IllegalOperationError
+  const e = new ours.IllegalOperationError('Connection closed', 'stack');
+  const errName: 'IllegalOperationError' = e.name;
+  const atChange: string | undefined = e.stackAtStateChange;
+  use([errName, atChange]);
+}
+use(everyMethod);
+
+// ---------------------------------------------------------------------------
+// Part 3: wrong uses are rejected
+// ---------------------------------------------------------------------------
+
+function wrongUses(conn: Connection, ch: Channel, cch: ConfirmChannel): void {
+  // @ts-expect-error callback API: createChannel needs a callback
+  conn.createChannel();
+  // @ts-expect-error callback API: operations return nothing, not a promise
+  const notPromise: Promise<Replies.AssertQueue> = ch.assertQueue('q');
+  // @ts-expect-error the assertQueue reply is not a consume reply
+  ch.assertQueue('q', {}, (err: Error, ok: Replies.Consume) => use([err, ok]));
+  // @ts-expect-error content must be a Buffer
+  ch.publish('x', 'k', { not: 'a buffer' });
+  // @ts-expect-error prefetch count is a number
+  ch.prefetch('10');
+  // @ts-expect-error get() may deliver false, so the message type must allow it
+  ch.get('q', {}, (err: Error, msg: GetMessage) => use([err, msg]));
+  // @ts-expect-error plain channels have no waitForConfirms
+  ch.waitForConfirms();
+  // @ts-expect-error waitForConfirms takes a callback, not options
+  cch.waitForConfirms({});
+  // @ts-expect-error the internal callback alias is not exported
+  type Hidden = import('amqplib-rs/callback_api').ReplyCallback<Replies.Empty>;
+  // @ts-expect-error connect needs a callback in the callback API
+  ours.connect('amqp://localhost');
+  use(notPromise);
+}
+use(wrongUses);
