@@ -1,0 +1,394 @@
+'use strict';
+
+// Opt-in connection recovery: `connect(url, { recovery: {...} })`.
+//
+// A recovering model stands in for a ChannelModel (promise API) or a
+// CallbackModel (callback API). It opens the underlying model, runs the
+// user's `setup` on it, and whenever that model closes it opens a fresh
+// one after an exponential backoff with jitter, giving up after
+// `maxRetries` consecutive failed attempts. Channels are created on
+// whichever model is current; channels themselves are not recovered
+// (that's what `setup` is for).
+//
+// Events: 'connect' (model), 'disconnect' (err), 'connect-failed' (err),
+// 'reconnect-scheduled' ({ attempt, delay, error }), 'reconnect-failed'
+// (err), plus 'blocked', 'unblocked', 'error', 'update-secret-ok' and
+// 'handler-error' passed through from the current model.
+
+const EventEmitter = require('node:events');
+
+const DEFAULTS = Object.freeze({
+  initialDelay: 100, // ms before the first retry
+  maxDelay: 30000, // ms, cap on the backoff
+  factor: 2, // backoff multiplier per attempt
+  jitter: 0.2, // +/- this fraction of the delay, at random
+  maxRetries: Infinity,
+  setup: null,
+});
+
+// Events of the underlying model that are simply re-emitted.
+const PASSTHROUGH_EVENTS = ['blocked', 'unblocked', 'error', 'update-secret-ok', 'handler-error'];
+
+// Separate the `recovery` option from the options meant for the socket.
+// The caller's object is left untouched.
+function splitConnectionOptions(connOptions) {
+  if (!connOptions || typeof connOptions !== 'object' || !Object.hasOwn(connOptions, 'recovery')) {
+    return { connectionOptions: connOptions, recovery: null };
+  }
+  const { recovery, ...connectionOptions } = connOptions;
+  return { connectionOptions, recovery };
+}
+
+// `recovery: true` or an options object turn it on, unless the object
+// says `enabled: false`.
+function recoveryEnabled(recovery) {
+  if (!recovery) return false;
+  if (recovery === true) return true;
+  return recovery.enabled !== false;
+}
+
+function finiteOr(value, fallback) {
+  const n = Number(value);
+  return Number.isFinite(n) ? n : fallback;
+}
+
+function clamp(value, low, high) {
+  return Math.min(high, Math.max(low, value));
+}
+
+// Fill in defaults and bring out-of-range values back into range.
+function normaliseRecoveryOptions(recovery) {
+  const given = recovery === true ? {} : recovery || {};
+  const initialDelay = Math.max(0, finiteOr(given.initialDelay, DEFAULTS.initialDelay));
+  const maxRetries =
+    given.maxRetries === undefined || given.maxRetries === null ? Infinity : finiteOr(given.maxRetries, Infinity);
+  return {
+    initialDelay,
+    maxDelay: Math.max(initialDelay, finiteOr(given.maxDelay, DEFAULTS.maxDelay)),
+    factor: Math.max(1, finiteOr(given.factor, DEFAULTS.factor)),
+    jitter: clamp(finiteOr(given.jitter, DEFAULTS.jitter), 0, 1),
+    maxRetries: Math.max(0, maxRetries),
+    setup: typeof given.setup === 'function' ? given.setup : null,
+  };
+}
+
+// Delay before retry number `attempt` (1, 2, ...): initialDelay growing by
+// `factor` each time up to maxDelay, then moved by a uniformly random
+// amount within +/- jitter * delay, rounded to whole milliseconds.
+function backoffDelay(settings, attempt) {
+  const base = Math.min(settings.maxDelay, settings.initialDelay * settings.factor ** (attempt - 1));
+  const spread = base * settings.jitter;
+  const offset = spread > 0 ? (Math.random() * 2 - 1) * spread : 0;
+  return Math.max(0, Math.round(base + offset));
+}
+
+function asError(value, fallbackMessage) {
+  if (value instanceof Error) return value;
+  return new Error(value ? String(value) : fallbackMessage);
+}
+
+// Run the user's setup against a freshly opened model. A setup declared
+// with two parameters is callback-style, `setup(model, done)`; otherwise
+// it may return a promise (or nothing).
+function runSetup(setup, model) {
+  if (!setup) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const done = (err) => {
+      if (settled) return;
+      settled = true;
+      if (err) reject(asError(err, 'Recovery setup failed'));
+      else resolve();
+    };
+    try {
+      if (setup.length >= 2) setup(model, done);
+      else Promise.resolve(setup(model)).then(() => done(), done);
+    } catch (err) {
+      done(err);
+    }
+  });
+}
+
+function connectionClosedError() {
+  return new Error('Connection closed');
+}
+
+// The reconnecting state machine, shared by both APIs. Subclasses say how
+// to close a model, create a channel on it and update its secret, each
+// returning a promise.
+class RecoveringModel extends EventEmitter {
+  #openModel;
+  #settings;
+  #model = null; // the current, connected model
+  #detachModel = null; // undoes the listeners put on #model
+  #waiters = []; // callers waiting for a model
+  #connecting = false;
+  #stopped = false; // close() was called
+  #failure = null; // retries exhausted; nothing more will happen
+  #timer = null;
+  #attempt = 0; // consecutive failed attempts so far
+  #firstConnect;
+  #firstSettled = false;
+  #resolveFirst;
+  #rejectFirst;
+
+  constructor(openModel, recovery) {
+    super();
+    this.#openModel = openModel;
+    this.#settings = normaliseRecoveryOptions(recovery);
+    this.#firstConnect = new Promise((resolve, reject) => {
+      this.#resolveFirst = resolve;
+      this.#rejectFirst = reject;
+    });
+    // The outcome is also reported through events; don't let an unobserved
+    // failure of the first connection become an unhandled rejection.
+    this.#firstConnect.catch(() => {});
+    this.#connect();
+  }
+
+  // --- for subclasses ---
+
+  _whenConnected() {
+    return this.#firstConnect;
+  }
+
+  async _withModel(operation) {
+    return operation(await this.#currentModel());
+  }
+
+  async _shutdown() {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    if (this.#timer) {
+      clearTimeout(this.#timer);
+      this.#timer = null;
+    }
+    const err = connectionClosedError();
+    this.#rejectWaiters(err);
+    this.#settleFirst(err);
+    const model = this.#model;
+    if (model) {
+      this.#forgetModel();
+      await this.#closeQuietly(model);
+    }
+  }
+
+  // --- internals ---
+
+  #currentModel() {
+    if (this.#model) return Promise.resolve(this.#model);
+    if (this.#stopped) return Promise.reject(connectionClosedError());
+    if (this.#failure) return Promise.reject(this.#failure);
+    return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
+  }
+
+  #settleFirst(err) {
+    if (this.#firstSettled) return;
+    this.#firstSettled = true;
+    if (err) this.#rejectFirst(err);
+    else this.#resolveFirst();
+  }
+
+  #rejectWaiters(err) {
+    for (const waiter of this.#waiters.splice(0)) waiter.reject(err);
+  }
+
+  #resolveWaiters(model) {
+    for (const waiter of this.#waiters.splice(0)) waiter.resolve(model);
+  }
+
+  #closeQuietly(model) {
+    return this._closeModel(model).catch(() => {});
+  }
+
+  #adoptModel(model) {
+    const onClose = (maybeErr) => this.#onModelClose(model, maybeErr);
+    const forwarders = PASSTHROUGH_EVENTS.map((name) => [name, (...args) => this.emit(name, ...args)]);
+    model.on('close', onClose);
+    for (const [name, listener] of forwarders) model.on(name, listener);
+
+    this.#model = model;
+    this.#detachModel = () => {
+      model.removeListener('close', onClose);
+      for (const [name, listener] of forwarders) model.removeListener(name, listener);
+      // A model we've let go of may still report a late error; with no
+      // listener at all that would be thrown.
+      model.on('error', () => {});
+    };
+  }
+
+  #forgetModel() {
+    this.#model = null;
+    if (this.#detachModel) this.#detachModel();
+    this.#detachModel = null;
+  }
+
+  #onModelClose(model, maybeErr) {
+    if (this.#model !== model) return;
+    this.#forgetModel();
+    if (this.#stopped) return;
+    const err = asError(maybeErr, 'Connection closed');
+    this.emit('disconnect', err);
+    this.#scheduleReconnect(err);
+  }
+
+  async #connect() {
+    if (this.#stopped || this.#connecting) return;
+    this.#connecting = true;
+    let model = null;
+    try {
+      model = await this.#openModel();
+      await runSetup(this.#settings.setup, model);
+      if (this.#stopped) {
+        // close() was called while we were connecting.
+        await this.#closeQuietly(model);
+        return;
+      }
+      this.#attempt = 0;
+      this.#adoptModel(model);
+      this.#settleFirst(null);
+      this.#resolveWaiters(model);
+      this.emit('connect', model);
+    } catch (caught) {
+      const err = asError(caught, 'Connection recovery failed');
+      if (model) {
+        if (this.#model === model) this.#forgetModel();
+        await this.#closeQuietly(model);
+      }
+      this.emit('connect-failed', err);
+      this.#scheduleReconnect(err);
+    } finally {
+      this.#connecting = false;
+    }
+  }
+
+  #scheduleReconnect(err) {
+    if (this.#stopped || this.#timer) return;
+
+    if (this.#attempt >= this.#settings.maxRetries) {
+      this.#failure = err;
+      this.#settleFirst(err);
+      this.#rejectWaiters(err);
+      this.emit('reconnect-failed', err);
+      return;
+    }
+
+    this.#attempt += 1;
+    const attempt = this.#attempt;
+    const delay = backoffDelay(this.#settings, attempt);
+    this.emit('reconnect-scheduled', { attempt, delay, error: err });
+    this.#timer = setTimeout(() => {
+      this.#timer = null;
+      this.#connect();
+    }, delay);
+  }
+}
+
+// Wrap a node-style call as a promise.
+function fromCallback(call) {
+  return new Promise((resolve, reject) => {
+    call((err, value) => (err ? reject(err) : resolve(value)));
+  });
+}
+
+// Report a promise's outcome to an optional node-style callback.
+function toCallback(promise, cb) {
+  const callback = typeof cb === 'function' ? cb : () => {};
+  promise.then(
+    (value) => callback(null, value),
+    (err) => callback(asError(err, 'Operation failed')),
+  );
+}
+
+// Recovering stand-in for a ChannelModel (promise API).
+class RecoveringPromiseModel extends RecoveringModel {
+  async waitForConnect() {
+    await this._whenConnected();
+    return this;
+  }
+
+  close() {
+    return this._shutdown();
+  }
+
+  createChannel(options) {
+    return this._withModel((model) => model.createChannel(options));
+  }
+
+  createConfirmChannel(options) {
+    return this._withModel((model) => model.createConfirmChannel(options));
+  }
+
+  updateSecret(newSecret, reason) {
+    return this._withModel((model) => model.updateSecret(newSecret, reason));
+  }
+
+  _closeModel(model) {
+    return model.close();
+  }
+}
+
+// Recovering stand-in for a CallbackModel (callback API).
+class RecoveringCallbackModel extends RecoveringModel {
+  waitForConnect(cb) {
+    toCallback(
+      this._whenConnected().then(() => this),
+      cb,
+    );
+    return this;
+  }
+
+  close(cb) {
+    toCallback(this._shutdown(), cb);
+    return this;
+  }
+
+  updateSecret(newSecret, reason, cb) {
+    toCallback(
+      this._withModel((model) => fromCallback((done) => model.updateSecret(newSecret, reason, done))),
+      cb,
+    );
+    return this;
+  }
+
+  createChannel(options, cb) {
+    return this.#create('createChannel', options, cb);
+  }
+
+  createConfirmChannel(options, cb) {
+    return this.#create('createConfirmChannel', options, cb);
+  }
+
+  #create(method, options, cb) {
+    const [opts, callback] = typeof options === 'function' ? [undefined, options] : [options, cb];
+    const channel = this._withModel((model) =>
+      fromCallback((done) => (opts === undefined ? model[method](done) : model[method](opts, done))),
+    );
+    toCallback(channel, callback);
+    return this;
+  }
+
+  _closeModel(model) {
+    return fromCallback((done) => model.close(done));
+  }
+}
+
+function connectWithRecoveryPromise(openModel, recovery) {
+  return new RecoveringPromiseModel(openModel, recovery).waitForConnect();
+}
+
+function connectWithRecoveryCallback(openModel, recovery, cb) {
+  return new RecoveringCallbackModel(openModel, recovery).waitForConnect(cb);
+}
+
+module.exports = {
+  splitConnectionOptions,
+  recoveryEnabled,
+  connectWithRecoveryPromise,
+  connectWithRecoveryCallback,
+  RecoveringPromiseModel,
+  RecoveringCallbackModel,
+  // exposed for tests
+  normaliseRecoveryOptions,
+  backoffDelay,
+};
