@@ -1,0 +1,704 @@
+//! The AMQP 0-9-1 value codec: method arguments, content properties and field tables.
+//!
+//! Encoding reads values through the [`Value`] trait, so the same encoder serves JS values
+//! (through Node-API, in `bindings`) and plain Rust values (in tests). Decoding writes onto
+//! the event [`Tape`](crate::tape::Tape) that JS reads in one pass.
+//!
+//! Semantics follow amqplib 2.0.1: the same type inference for table values, the same
+//! defaults and the same error texts.
+
+use crate::spec_types::{Arg, ArgType, Default, MethodSpec, PropertiesSpec};
+use crate::strings::Interner;
+use crate::tape::{Obj, Tape};
+
+/// Tables nested deeper than this are refused rather than decoded (recursion is bounded).
+pub const MAX_TABLE_DEPTH: usize = 64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    Plain,
+    Type,
+    Range,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum CodecError {
+    WrongType { field: String, expected: &'static str },
+    Missing(String),
+    OutOfRange { min: f64, max: f64, got: f64 },
+    NotAnInteger(f64),
+    UnknownEncodeType(String),
+    BadDecimal,
+    UnexpectedTag(u8),
+    Truncated,
+    TooDeep,
+    UnknownMethod,
+    UnknownProperties,
+    /// An error raised by the value source itself (e.g. a throwing getter in JS).
+    Source(String),
+}
+
+impl CodecError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            CodecError::WrongType { .. }
+            | CodecError::UnknownEncodeType(_)
+            | CodecError::BadDecimal
+            | CodecError::UnexpectedTag(_) => ErrorKind::Type,
+            CodecError::OutOfRange { .. } | CodecError::NotAnInteger(_) | CodecError::Truncated => {
+                ErrorKind::Range
+            }
+            _ => ErrorKind::Plain,
+        }
+    }
+}
+
+impl std::fmt::Display for CodecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CodecError::WrongType { field, expected } => {
+                write!(f, "Field '{field}' is the wrong type; must be {expected}")
+            }
+            CodecError::Missing(field) => write!(f, "Missing value for mandatory field '{field}'"),
+            CodecError::OutOfRange { min, max, got } => write!(
+                f,
+                "The value of \"value\" is out of range. It must be >= {min} and <= {max}. Received {got}"
+            ),
+            CodecError::NotAnInteger(n) => {
+                write!(f, "The number {n} cannot be converted to a BigInt because it is not an integer")
+            }
+            CodecError::UnknownEncodeType(t) => write!(f, "Unknown type to encode: {t}"),
+            CodecError::BadDecimal => write!(f, "Decimal value must be {{'places': 0..255, 'digits': uint32}}"),
+            CodecError::UnexpectedTag(t) => write!(f, "Unexpected type tag \"{}\"", *t as char),
+            CodecError::Truncated => write!(f, "Attempt to access memory outside buffer bounds"),
+            CodecError::TooDeep => write!(f, "Field table nested more than {MAX_TABLE_DEPTH} deep"),
+            CodecError::UnknownMethod => write!(f, "Unknown class/method ID"),
+            CodecError::UnknownProperties => write!(f, "Unknown class/properties ID"),
+            CodecError::Source(message) => f.write_str(message),
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, CodecError>;
+
+/// What kind of value a [`Value`] holds, as JS's `typeof`, refined for null, arrays and Buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Undefined,
+    Null,
+    Bool,
+    Number,
+    String,
+    Bytes,
+    Array,
+    Object,
+    /// Functions, symbols, bigints: nothing a table can hold.
+    Other(&'static str),
+}
+
+/// A source of values to encode: JS values in production, Rust values in tests.
+pub trait Value: Sized {
+    fn kind(&self) -> Result<Kind>;
+    /// JS truthiness, which is how amqplib reads bits.
+    fn truthy(&self) -> Result<bool>;
+    fn number(&self) -> Result<f64>;
+    /// Appends the UTF-8 bytes of a string value to `out`.
+    fn append_utf8(&self, out: &mut Vec<u8>) -> Result<()>;
+    /// Appends the bytes of a Buffer value to `out`.
+    fn append_bytes(&self, out: &mut Vec<u8>) -> Result<()>;
+    fn items(&self) -> Result<Vec<Self>>;
+    /// Enumerable string-keyed properties, in `for...in` order.
+    fn entries(&self) -> Result<Vec<(String, Self)>>;
+    fn get(&self, key: &str) -> Result<Self>;
+    fn has_own(&self, key: &str) -> Result<bool>;
+}
+
+// ---------------------------------------------------------------- primitive writers
+
+fn put_u16(out: &mut Vec<u8>, v: u16) {
+    out.extend_from_slice(&v.to_be_bytes());
+}
+
+fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_be_bytes());
+}
+
+/// Reserves a 4-byte length at the current end of `out`, to be filled by [`end_length`].
+fn begin_length(out: &mut Vec<u8>) -> usize {
+    out.extend_from_slice(&[0; 4]);
+    out.len()
+}
+
+fn end_length(out: &mut [u8], start: usize) {
+    let len = (out.len() - start) as u32;
+    out[start - 4..start].copy_from_slice(&len.to_be_bytes());
+}
+
+fn check_range(n: f64, min: f64, max: f64) -> Result<f64> {
+    if n.is_nan() || n < min || n > max {
+        Err(CodecError::OutOfRange { min, max, got: n })
+    } else {
+        Ok(n.trunc())
+    }
+}
+
+fn check_integer(n: f64) -> Result<f64> {
+    if n.fract() != 0.0 || !n.is_finite() {
+        Err(CodecError::NotAnInteger(n))
+    } else {
+        Ok(n)
+    }
+}
+
+fn put_i64(out: &mut Vec<u8>, n: f64) -> Result<()> {
+    let n = check_range(check_integer(n)?, -9223372036854775808.0, 9223372036854775807.0)?;
+    out.extend_from_slice(&(n as i64).to_be_bytes());
+    Ok(())
+}
+
+fn put_u64(out: &mut Vec<u8>, n: f64) -> Result<()> {
+    let n = check_range(check_integer(n)?, 0.0, 18446744073709551615.0)?;
+    out.extend_from_slice(&(n as u64).to_be_bytes());
+    Ok(())
+}
+
+/// A shortstr: one length byte, then at most 255 bytes of UTF-8.
+fn put_shortstr<V: Value>(out: &mut Vec<u8>, v: &V, field: &str) -> Result<()> {
+    let len_at = out.len();
+    out.push(0);
+    v.append_utf8(out)?;
+    let len = out.len() - len_at - 1;
+    if len > 255 {
+        out.truncate(len_at);
+        return Err(wrong_type(field, ArgType::ShortStr));
+    }
+    out[len_at] = len as u8;
+    Ok(())
+}
+
+fn wrong_type(field: &str, ty: ArgType) -> CodecError {
+    let expected = match ty {
+        ArgType::ShortStr => "a string (up to 255 chars)",
+        ArgType::LongStr => "a Buffer",
+        ArgType::Table => "an object",
+        _ => "a number (but not NaN)",
+    };
+    CodecError::WrongType { field: field.to_string(), expected }
+}
+
+// ---------------------------------------------------------------- tables
+
+/// The table type amqplib infers for a JS number.
+pub fn infer_number_tag(n: f64) -> u8 {
+    let is_float = n >= 9223372036854775808.0 || (n.abs() < 1125899906842624.0 && n.floor() != n);
+    if is_float {
+        b'd'
+    } else if (-128.0..128.0).contains(&n) {
+        b'b'
+    } else if (-32768.0..32768.0).contains(&n) {
+        b's'
+    } else if (-2147483648.0..2147483648.0).contains(&n) {
+        b'I'
+    } else {
+        b'l'
+    }
+}
+
+/// The tag of an explicitly typed value `{'!': name, value}`.
+fn explicit_tag(name: &str) -> Option<u8> {
+    Some(match name {
+        "double" | "float64" => b'd',
+        "byte" | "int8" => b'b',
+        "unsignedbyte" | "uint8" => b'B',
+        "short" | "int16" => b's',
+        "unsignedshort" | "uint16" => b'u',
+        "int" | "int32" => b'I',
+        "unsignedint" | "uint32" => b'i',
+        "long" | "int64" => b'l',
+        "timestamp" => b'T',
+        "float" => b'f',
+        "decimal" => b'D',
+        "string" => b'S',
+        "boolean" => b't',
+        "number" => 0,
+        "object" => 1,
+        _ => return None,
+    })
+}
+
+/// Encodes a field table (length-prefixed) from the enumerable properties of `table`.
+pub fn encode_table<V: Value>(out: &mut Vec<u8>, table: &V) -> Result<()> {
+    let start = begin_length(out);
+    if table.kind()? != Kind::Null {
+        for (key, value) in table.entries()? {
+            if value.kind()? == Kind::Undefined {
+                continue;
+            }
+            if key.len() > 255 {
+                return Err(CodecError::WrongType { field: key, expected: "a key of up to 255 bytes" });
+            }
+            out.push(key.len() as u8);
+            out.extend_from_slice(key.as_bytes());
+            encode_field_value(out, &value)?;
+        }
+    }
+    end_length(out, start);
+    Ok(())
+}
+
+fn encode_array<V: Value>(out: &mut Vec<u8>, array: &V) -> Result<()> {
+    let start = begin_length(out);
+    for item in array.items()? {
+        encode_field_value(out, &item)?;
+    }
+    end_length(out, start);
+    Ok(())
+}
+
+fn encode_field_value<V: Value>(out: &mut Vec<u8>, value: &V) -> Result<()> {
+    let kind = value.kind()?;
+    if kind == Kind::Object && value.has_own("!")? {
+        let type_name = value.get("!")?;
+        let mut name = Vec::new();
+        if type_name.kind()? == Kind::String {
+            type_name.append_utf8(&mut name)?;
+        }
+        let name = String::from_utf8_lossy(&name).into_owned();
+        let inner = value.get("value")?;
+        return match explicit_tag(&name) {
+            Some(0) => encode_inferred(out, &inner, Kind::Number),
+            Some(1) => encode_inferred(out, &inner, Kind::Object),
+            Some(tag) => encode_tagged(out, tag, &inner),
+            None => Err(CodecError::UnknownEncodeType(name)),
+        };
+    }
+    encode_inferred(out, value, kind)
+}
+
+fn encode_inferred<V: Value>(out: &mut Vec<u8>, value: &V, kind: Kind) -> Result<()> {
+    match kind {
+        Kind::Number => encode_tagged(out, infer_number_tag(value.number()?), value),
+        Kind::String => encode_tagged(out, b'S', value),
+        Kind::Bool => encode_tagged(out, b't', value),
+        Kind::Null => {
+            out.push(b'V');
+            Ok(())
+        }
+        Kind::Array => {
+            out.push(b'A');
+            encode_array(out, value)
+        }
+        Kind::Bytes => {
+            out.push(b'x');
+            let start = begin_length(out);
+            value.append_bytes(out)?;
+            end_length(out, start);
+            Ok(())
+        }
+        Kind::Object => {
+            out.push(b'F');
+            encode_table(out, value)
+        }
+        Kind::Undefined => Err(CodecError::UnknownEncodeType("undefined".into())),
+        Kind::Other(name) => Err(CodecError::UnknownEncodeType(name.into())),
+    }
+}
+
+fn encode_tagged<V: Value>(out: &mut Vec<u8>, tag: u8, value: &V) -> Result<()> {
+    out.push(tag);
+    match tag {
+        b'S' => {
+            let start = begin_length(out);
+            value.append_utf8(out)?;
+            end_length(out, start);
+        }
+        b't' => out.push(value.truthy()? as u8),
+        b'd' => out.extend_from_slice(&value.number()?.to_be_bytes()),
+        b'f' => out.extend_from_slice(&(value.number()? as f32).to_be_bytes()),
+        b'b' => out.push(check_range(value.number()?, -128.0, 127.0)? as i8 as u8),
+        b'B' => out.push(check_range(value.number()?, 0.0, 255.0)? as u8),
+        b's' => out.extend_from_slice(&(check_range(value.number()?, -32768.0, 32767.0)? as i16).to_be_bytes()),
+        b'u' => put_u16(out, check_range(value.number()?, 0.0, 65535.0)? as u16),
+        b'I' => out.extend_from_slice(
+            &(check_range(value.number()?, -2147483648.0, 2147483647.0)? as i32).to_be_bytes(),
+        ),
+        b'i' => put_u32(out, check_range(value.number()?, 0.0, 4294967295.0)? as u32),
+        b'l' => put_i64(out, value.number()?)?,
+        b'T' => put_u64(out, value.number()?)?,
+        b'D' => encode_decimal(out, value)?,
+        _ => unreachable!("encode_tagged is only called with known tags"),
+    }
+    Ok(())
+}
+
+fn encode_decimal<V: Value>(out: &mut Vec<u8>, value: &V) -> Result<()> {
+    if value.kind()? != Kind::Object || !value.has_own("places")? || !value.has_own("digits")? {
+        return Err(CodecError::BadDecimal);
+    }
+    let places = value.get("places")?.number()?;
+    if !(0.0..256.0).contains(&places) {
+        return Err(CodecError::BadDecimal);
+    }
+    out.push(places as u8);
+    put_u32(out, check_range(value.get("digits")?.number()?, 0.0, 4294967295.0)? as u32);
+    Ok(())
+}
+
+// ---------------------------------------------------------------- methods and properties
+
+/// Encodes the arguments of `method` from `fields`, substituting defaults for absent ones.
+pub fn encode_args<V: Value>(out: &mut Vec<u8>, method: &MethodSpec, fields: &V) -> Result<()> {
+    let mut bits = 0u8;
+    let mut bit_index = 0;
+    for arg in method.args {
+        let value = fields.get(arg.name)?;
+        let present = value.kind()? != Kind::Undefined;
+        if arg.ty == ArgType::Bit {
+            let set = if present { value.truthy()? } else { arg.default == Default::Bool(true) };
+            if set {
+                bits |= 1 << bit_index;
+            }
+            bit_index += 1;
+            if bit_index == 8 {
+                out.push(bits);
+                bits = 0;
+                bit_index = 0;
+            }
+            continue;
+        }
+        if bit_index > 0 {
+            out.push(bits);
+            bits = 0;
+            bit_index = 0;
+        }
+        if present {
+            encode_arg(out, arg, &value)?;
+        } else {
+            encode_default(out, arg)?;
+        }
+    }
+    if bit_index > 0 {
+        out.push(bits);
+    }
+    Ok(())
+}
+
+fn encode_default(out: &mut Vec<u8>, arg: &Arg) -> Result<()> {
+    match arg.default {
+        Default::Mandatory => return Err(CodecError::Missing(arg.name.to_string())),
+        Default::Str(s) if arg.ty == ArgType::ShortStr => {
+            out.push(s.len() as u8);
+            out.extend_from_slice(s.as_bytes());
+        }
+        Default::Str(s) => {
+            put_u32(out, s.len() as u32);
+            out.extend_from_slice(s.as_bytes());
+        }
+        Default::EmptyTable => put_u32(out, 0),
+        Default::Num(n) => encode_number(out, arg.ty, n)?,
+        Default::Bool(_) => unreachable!("bits are packed by encode_args"),
+    }
+    Ok(())
+}
+
+fn encode_arg<V: Value>(out: &mut Vec<u8>, arg: &Arg, value: &V) -> Result<()> {
+    let kind = value.kind()?;
+    match arg.ty {
+        ArgType::ShortStr => {
+            if kind != Kind::String {
+                return Err(wrong_type(arg.name, arg.ty));
+            }
+            put_shortstr(out, value, arg.name)
+        }
+        ArgType::LongStr => {
+            if kind != Kind::Bytes {
+                return Err(wrong_type(arg.name, arg.ty));
+            }
+            let start = begin_length(out);
+            value.append_bytes(out)?;
+            end_length(out, start);
+            Ok(())
+        }
+        ArgType::Table => {
+            if !matches!(kind, Kind::Object | Kind::Array | Kind::Bytes | Kind::Null) {
+                return Err(wrong_type(arg.name, arg.ty));
+            }
+            encode_table(out, value)
+        }
+        ArgType::Bit => unreachable!("bits are packed by encode_args"),
+        _ => {
+            let n = if kind == Kind::Number { value.number()? } else { f64::NAN };
+            if n.is_nan() {
+                return Err(wrong_type(arg.name, arg.ty));
+            }
+            encode_number(out, arg.ty, n)
+        }
+    }
+}
+
+fn encode_number(out: &mut Vec<u8>, ty: ArgType, n: f64) -> Result<()> {
+    match ty {
+        ArgType::Octet => out.push(check_range(n, 0.0, 255.0)? as u8),
+        ArgType::Short => put_u16(out, check_range(n, 0.0, 65535.0)? as u16),
+        ArgType::Long => put_u32(out, check_range(n, 0.0, 4294967295.0)? as u32),
+        ArgType::LongLong | ArgType::Timestamp => put_u64(out, n)?,
+        _ => unreachable!("encode_number is only called for numeric types"),
+    }
+    Ok(())
+}
+
+/// Encodes content properties: 16-bit presence flags, then the present values.
+/// Null and undefined both count as absent, as in amqplib.
+pub fn encode_properties<V: Value>(out: &mut Vec<u8>, props: &PropertiesSpec, fields: &V) -> Result<()> {
+    let flags_at = out.len();
+    put_u16(out, 0);
+    let mut flags = 0u16;
+    for (n, arg) in props.args.iter().enumerate() {
+        let value = fields.get(arg.name)?;
+        let kind = value.kind()?;
+        if matches!(kind, Kind::Undefined | Kind::Null) {
+            continue;
+        }
+        flags |= 1 << (15 - n);
+        if arg.ty == ArgType::Bit {
+            continue;
+        }
+        encode_arg(out, arg, &value)?;
+    }
+    out[flags_at..flags_at + 2].copy_from_slice(&flags.to_be_bytes());
+    Ok(())
+}
+
+// ---------------------------------------------------------------- decoding
+
+/// A bounds-checked reader over a frame payload.
+pub struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Reader { bytes, pos: 0 }
+    }
+
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pos >= self.bytes.len()
+    }
+
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let end = self.pos.checked_add(n).ok_or(CodecError::Truncated)?;
+        let slice = self.bytes.get(self.pos..end).ok_or(CodecError::Truncated)?;
+        self.pos = end;
+        Ok(slice)
+    }
+
+    pub fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+
+    pub fn u16(&mut self) -> Result<u16> {
+        Ok(u16::from_be_bytes(self.take(2)?.try_into().unwrap()))
+    }
+
+    pub fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_be_bytes(self.take(4)?.try_into().unwrap()))
+    }
+
+    pub fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_be_bytes(self.take(8)?.try_into().unwrap()))
+    }
+
+    fn sized(&mut self, long: bool) -> Result<&'a [u8]> {
+        let len = if long { self.u32()? as usize } else { self.u8()? as usize };
+        self.take(len)
+    }
+}
+
+/// Decoding context: where strings are interned and where the bytes being decoded start in
+/// the connection's read buffer (so string objects can refer to them by range).
+pub struct Decoder<'s> {
+    pub strings: &'s mut Interner,
+    pub tape: &'s mut Tape,
+    /// Offset of the payload within the buffer that tape ranges refer to.
+    pub base: usize,
+}
+
+impl Decoder<'_> {
+    fn string_slot(&mut self, r: &Reader, bytes: &[u8], intern: bool) -> f64 {
+        let start = self.base + r.position() - bytes.len();
+        if intern {
+            if let Some(id) = self.strings.intern(bytes, start, self.tape) {
+                return id as f64;
+            }
+        }
+        self.tape.transient_string(start, bytes.len())
+    }
+
+    fn bytes_slot(&mut self, r: &Reader, bytes: &[u8]) -> f64 {
+        let start = self.base + r.position() - bytes.len();
+        self.tape.object(Obj::Bytes { start, len: bytes.len() })
+    }
+
+    /// Decodes method arguments onto the tape: fixed slots first, table data after them.
+    pub fn method_args(&mut self, method: &MethodSpec, r: &mut Reader) -> Result<()> {
+        let fixed = self.tape.reserve(crate::spec_types::fixed_slots(method.args));
+        let mut slot = fixed;
+        let mut bits = 0u8;
+        let mut bit_index = 8;
+        for arg in method.args {
+            if arg.ty == ArgType::Bit {
+                if bit_index == 8 {
+                    bits = r.u8()?;
+                    bit_index = 0;
+                }
+                self.tape.set(slot, ((bits >> bit_index) & 1) as f64);
+                bit_index += 1;
+            } else {
+                bit_index = 8;
+                self.arg(arg, r, slot)?;
+            }
+            slot += arg.slots();
+        }
+        Ok(())
+    }
+
+    /// Decodes content properties: the flags slot, then one slot per property (0 when absent).
+    pub fn properties(&mut self, props: &PropertiesSpec, r: &mut Reader) -> Result<()> {
+        let fixed = self.tape.reserve(1 + crate::spec_types::fixed_slots(props.args));
+        let flags = r.u16()?;
+        self.tape.set(fixed, flags as f64);
+        let mut slot = fixed + 1;
+        for (n, arg) in props.args.iter().enumerate() {
+            if flags & (1 << (15 - n)) != 0 && arg.ty != ArgType::Bit {
+                self.arg(arg, r, slot)?;
+            }
+            slot += arg.slots();
+        }
+        Ok(())
+    }
+
+    fn arg(&mut self, arg: &Arg, r: &mut Reader, slot: usize) -> Result<()> {
+        let value = match arg.ty {
+            ArgType::Octet => r.u8()? as f64,
+            ArgType::Short => r.u16()? as f64,
+            ArgType::Long => r.u32()? as f64,
+            ArgType::LongLong | ArgType::Timestamp => r.u64()? as f64,
+            ArgType::ShortStr => {
+                let bytes = r.sized(false)?;
+                self.string_slot(r, bytes, arg.intern)
+            }
+            ArgType::LongStr => {
+                let bytes = r.sized(true)?;
+                self.bytes_slot(r, bytes)
+            }
+            ArgType::Table => {
+                let len = r.u32()? as usize;
+                let body = r.take(len)?;
+                let base = self.base;
+                self.base += r.position() - len;
+                let result = self.table_at(&mut Reader::new(body), slot);
+                self.base = base;
+                return result;
+            }
+            ArgType::Bit => unreachable!("bits are unpacked by method_args"),
+        };
+        self.tape.set(slot, value);
+        Ok(())
+    }
+
+    /// Decodes a table body (without its length prefix) as a whole value: two slots, the
+    /// first slot of its entries and their number of slots.
+    pub fn table_slots(&mut self, r: &mut Reader) -> Result<()> {
+        let slot = self.tape.reserve(2);
+        self.table_at(r, slot)
+    }
+
+    fn table_at(&mut self, r: &mut Reader, slot: usize) -> Result<()> {
+        let start = self.tape.len();
+        self.table(r, 0)?;
+        self.tape.set(slot, start as f64);
+        self.tape.set(slot + 1, (self.tape.len() - start) as f64);
+        Ok(())
+    }
+
+    /// Decodes the entries of a table body onto the end of the tape as `key, tag, value...`.
+    fn table(&mut self, r: &mut Reader, depth: usize) -> Result<()> {
+        if depth >= MAX_TABLE_DEPTH {
+            return Err(CodecError::TooDeep);
+        }
+        while !r.is_empty() {
+            let key = r.sized(false)?;
+            let slot = self.string_slot(r, key, true);
+            self.tape.push(slot);
+            self.field_value(r, depth)?;
+        }
+        Ok(())
+    }
+
+    fn array(&mut self, r: &mut Reader, depth: usize) -> Result<()> {
+        if depth >= MAX_TABLE_DEPTH {
+            return Err(CodecError::TooDeep);
+        }
+        while !r.is_empty() {
+            self.field_value(r, depth)?;
+        }
+        Ok(())
+    }
+
+    /// One tagged value: the tag's char code, then its slots. Nested tables and arrays are
+    /// written inline after a slot holding the number of slots they take.
+    fn field_value(&mut self, r: &mut Reader, depth: usize) -> Result<()> {
+        let tag = r.u8()?;
+        self.tape.push(tag as f64);
+        match tag {
+            b'b' => self.tape.push(r.u8()? as i8 as f64),
+            b'B' => self.tape.push(r.u8()? as f64),
+            b's' => self.tape.push(r.u16()? as i16 as f64),
+            b'u' => self.tape.push(r.u16()? as f64),
+            b'I' => self.tape.push(r.u32()? as i32 as f64),
+            b'i' => self.tape.push(r.u32()? as f64),
+            b'l' => self.tape.push(r.u64()? as i64 as f64),
+            b'T' => self.tape.push(r.u64()? as f64),
+            b'd' => self.tape.push(f64::from_bits(r.u64()?)),
+            b'f' => self.tape.push(f32::from_bits(r.u32()?) as f64),
+            b't' => self.tape.push((r.u8()? != 0) as u8 as f64),
+            b'V' => {}
+            b'D' => {
+                let places = r.u8()?;
+                let digits = r.u32()?;
+                self.tape.push(places as f64);
+                self.tape.push(digits as f64);
+            }
+            b'S' => {
+                let bytes = r.sized(true)?;
+                let slot = self.string_slot(r, bytes, false);
+                self.tape.push(slot);
+            }
+            b'x' => {
+                let bytes = r.sized(true)?;
+                let slot = self.bytes_slot(r, bytes);
+                self.tape.push(slot);
+            }
+            b'F' | b'A' => {
+                let len = r.u32()? as usize;
+                let body = r.take(len)?;
+                let count_slot = self.tape.reserve(1);
+                let base = self.base;
+                self.base += r.position() - len;
+                let mut inner = Reader::new(body);
+                let result = if tag == b'F' { self.table(&mut inner, depth + 1) } else { self.array(&mut inner, depth + 1) };
+                self.base = base;
+                result?;
+                let count = self.tape.len() - count_slot - 1;
+                self.tape.set(count_slot, count as f64);
+            }
+            other => return Err(CodecError::UnexpectedTag(other)),
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,249 @@
+//! The sans-IO connection core: bytes in, events out; frames in, bytes out.
+//!
+//! [`Session::receive`] takes whatever the transport read, parses every complete frame into
+//! the event tape (see `tape.rs`), and keeps the tail of a partial frame for the next read.
+//! Message bodies are assembled here, per channel, into one `Vec` of exactly the declared
+//! size (bounded up front, so a lying header cannot make us allocate what never arrives).
+//! Outgoing frames are written back to back into one output buffer that the transport
+//! drains; nothing here does I/O.
+
+use crate::codec::{CodecError, Decoder, Reader, Value};
+use crate::frame::{self, parse_envelope, Envelope, OVERHEAD};
+use crate::spec::{self, FRAME_BODY, FRAME_ERROR, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, UNEXPECTED_FRAME};
+use crate::strings::Interner;
+use crate::tape::{Obj, Tape, EVENT_BODY, EVENT_HEADER, EVENT_HEARTBEAT, EVENT_METHOD};
+use std::collections::HashMap;
+
+/// Frame size limit before tuning, and when the peers agreed on "no limit" (frameMax 0).
+pub const UNTUNED_FRAME_MAX: usize = 16 * 1024 * 1024;
+/// The most a content header can make us allocate before its body arrives.
+pub const MAX_CONTENT_RESERVE: u64 = 8 * 1024 * 1024;
+
+/// A message body being assembled on one channel.
+struct Assembly {
+    remaining: u64,
+    content: Vec<u8>,
+}
+
+#[derive(Default)]
+pub struct Session {
+    read: Vec<u8>,
+    /// Bytes at the front of `read` already parsed; dropped at the next receive, since the
+    /// objects of the tape refer to `read` until then.
+    consumed: usize,
+    frame_max: usize,
+    assemblies: HashMap<u16, Assembly>,
+    strings: Interner,
+    pub tape: Tape,
+    pub out: Vec<u8>,
+    /// Set by a framing error: the stream can no longer be trusted, later bytes are ignored.
+    failed: bool,
+}
+
+/// A connection-level protocol error found while decoding.
+struct ProtocolError {
+    code: u32,
+    message: String,
+}
+
+impl From<CodecError> for ProtocolError {
+    fn from(e: CodecError) -> Self {
+        ProtocolError { code: FRAME_ERROR, message: e.to_string() }
+    }
+}
+
+impl Session {
+    pub fn new() -> Self {
+        Session::default()
+    }
+
+    /// The negotiated frame max; 0 is "not negotiated" or "no limit".
+    pub fn set_frame_max(&mut self, frame_max: usize) {
+        self.frame_max = frame_max;
+    }
+
+    pub fn frame_max(&self) -> usize {
+        self.frame_max
+    }
+
+    fn max_payload(&self) -> usize {
+        if self.frame_max == 0 {
+            UNTUNED_FRAME_MAX
+        } else {
+            self.frame_max.max(spec::FRAME_MIN_SIZE as usize) - OVERHEAD
+        }
+    }
+
+    /// The buffer that tape objects' ranges refer to, valid until the next `receive`.
+    pub fn read_buffer(&self) -> &[u8] {
+        &self.read
+    }
+
+    /// Parses every complete frame of what has arrived so far onto a fresh tape.
+    pub fn receive(&mut self, chunk: &[u8]) {
+        self.tape.clear();
+        self.strings.reset_if_full(&mut self.tape);
+        self.read.drain(..self.consumed);
+        self.consumed = 0;
+        if self.failed {
+            return;
+        }
+        self.read.extend_from_slice(chunk);
+        let max = self.max_payload();
+        let mut pos = 0;
+        loop {
+            match parse_envelope(&self.read[pos..], max) {
+                Ok(Some(envelope)) => {
+                    if let Err(e) = self.frame(envelope, pos) {
+                        self.fail(e);
+                        break;
+                    }
+                    pos += envelope.size + OVERHEAD;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    self.fail(ProtocolError { code: FRAME_ERROR, message: e.to_string() });
+                    break;
+                }
+            }
+        }
+        self.consumed = pos;
+    }
+
+    fn fail(&mut self, e: ProtocolError) {
+        self.failed = true;
+        self.assemblies.clear();
+        self.tape.error_event(e.code as u16, e.message);
+    }
+
+    fn frame(&mut self, env: Envelope, pos: usize) -> Result<(), ProtocolError> {
+        let payload_at = pos + frame::HEADER_BYTES;
+        let payload_end = payload_at + env.size;
+        match env.kind as u32 {
+            FRAME_METHOD => self.method_frame(env.channel, payload_at, payload_end),
+            FRAME_HEADER => self.header_frame(env.channel, payload_at, payload_end),
+            FRAME_BODY => self.body_frame(env.channel, payload_at, payload_end),
+            FRAME_HEARTBEAT => {
+                let at = self.tape.begin_event(EVENT_HEARTBEAT, env.channel, 0);
+                self.tape.end_event(at);
+                Ok(())
+            }
+            other => Err(ProtocolError { code: FRAME_ERROR, message: format!("Unknown frame type {other}") }),
+        }
+    }
+
+    fn method_frame(&mut self, channel: u16, from: usize, to: usize) -> Result<(), ProtocolError> {
+        // A method in the middle of a body ends that body; the channel reports the error.
+        self.assemblies.remove(&channel);
+        let mut r = Reader::new(&self.read[from..to]);
+        let id = r.u32()?;
+        let method = spec::method(id).ok_or(CodecError::UnknownMethod)?;
+        let objects = self.tape.objects.len();
+        let at = self.tape.begin_event(EVENT_METHOD, channel, id);
+        let mut decoder = Decoder { strings: &mut self.strings, tape: &mut self.tape, base: from + 4 };
+        let mut args = Reader::new(&self.read[from + 4..to]);
+        if let Err(e) = decoder.method_args(method, &mut args) {
+            self.tape.abandon_event(at, objects);
+            return Err(e.into());
+        }
+        self.tape.end_event(at);
+        Ok(())
+    }
+
+    fn header_frame(&mut self, channel: u16, from: usize, to: usize) -> Result<(), ProtocolError> {
+        let mut r = Reader::new(&self.read[from..to]);
+        let class_id = r.u16()?;
+        let _weight = r.u16()?;
+        let body_size = r.u64()?;
+        let props = spec::properties(class_id).ok_or(CodecError::UnknownProperties)?;
+        let objects = self.tape.objects.len();
+        let at = self.tape.begin_event(EVENT_HEADER, channel, class_id as u32);
+        self.tape.push(body_size as f64);
+        let mut decoder = Decoder { strings: &mut self.strings, tape: &mut self.tape, base: from + 12 };
+        let mut rest = Reader::new(&self.read[from + 12..to]);
+        if let Err(e) = decoder.properties(props, &mut rest) {
+            self.tape.abandon_event(at, objects);
+            return Err(e.into());
+        }
+        self.tape.end_event(at);
+        if body_size > 0 {
+            let reserve = body_size.min(MAX_CONTENT_RESERVE) as usize;
+            self.assemblies.insert(channel, Assembly { remaining: body_size, content: Vec::with_capacity(reserve) });
+        } else {
+            self.assemblies.remove(&channel);
+        }
+        Ok(())
+    }
+
+    fn body_frame(&mut self, channel: u16, from: usize, to: usize) -> Result<(), ProtocolError> {
+        let piece = &self.read[from..to];
+        let Some(assembly) = self.assemblies.get_mut(&channel) else {
+            // No header announced this body: hand it on as it is, the channel reports it.
+            let content = self.tape.object(Obj::Content(piece.to_vec()));
+            self.emit_body(channel, content);
+            return Ok(());
+        };
+        if piece.len() as u64 > assembly.remaining {
+            self.assemblies.remove(&channel);
+            return Err(ProtocolError {
+                code: UNEXPECTED_FRAME,
+                message: format!("Content body on channel {channel} longer than its header declared"),
+            });
+        }
+        assembly.content.extend_from_slice(piece);
+        assembly.remaining -= piece.len() as u64;
+        if assembly.remaining == 0 {
+            let done = self.assemblies.remove(&channel).expect("assembly present");
+            let content = self.tape.object(Obj::Content(done.content));
+            self.emit_body(channel, content);
+        }
+        Ok(())
+    }
+
+    fn emit_body(&mut self, channel: u16, content: f64) {
+        let at = self.tape.begin_event(EVENT_BODY, channel, 0);
+        self.tape.push(content);
+        self.tape.end_event(at);
+    }
+
+    // ------------------------------------------------------------ outgoing
+
+    pub fn send_method<V: Value>(&mut self, channel: u16, method_id: u32, fields: &V) -> crate::codec::Result<()> {
+        let method = spec::method(method_id).ok_or(CodecError::UnknownMethod)?;
+        frame::write_method(&mut self.out, channel, method, fields)
+    }
+
+    /// A method with content: method, header and body frames, back to back. On an encoding
+    /// error nothing of the message is left in the output.
+    pub fn send_message<M: Value, P: Value>(
+        &mut self,
+        channel: u16,
+        method_id: u32,
+        fields: &M,
+        class_id: u16,
+        properties: &P,
+        content: &[u8],
+    ) -> crate::codec::Result<()> {
+        let start = self.out.len();
+        let result = (|| {
+            self.send_method(channel, method_id, fields)?;
+            let props = spec::properties(class_id).ok_or(CodecError::UnknownProperties)?;
+            frame::write_header(&mut self.out, channel, props, content.len() as u64, properties)
+        })();
+        if result.is_err() {
+            self.out.truncate(start);
+            return result;
+        }
+        let frame_max = if self.frame_max == 0 { UNTUNED_FRAME_MAX } else { self.frame_max };
+        frame::write_body(&mut self.out, channel, content, frame_max);
+        Ok(())
+    }
+
+    pub fn send_heartbeat(&mut self) {
+        self.out.extend_from_slice(&frame::HEARTBEAT);
+    }
+
+    pub fn send_bytes(&mut self, bytes: &[u8]) {
+        self.out.extend_from_slice(bytes);
+    }
+}

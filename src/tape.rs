@@ -1,0 +1,138 @@
+//! The event tape: how decoded frames reach JS in one crossing per read.
+//!
+//! Decoding a read produces a flat run of numbers (`slots`) and a short list of objects
+//! (strings and Buffers that must become JS values). The bindings hand both to JS in one call;
+//! JS walks the slots with generated readers (lib/spec.js) and builds each fields object in
+//! one literal, of a stable shape. Strings that repeat are interned: their slot holds an id
+//! into a JS-side array that only receives a string the first time it is seen.
+//!
+//! Layout: slot 0 is 1 when the string table was reset before this read (JS empties its
+//! array), slot 1 the number `n` of newly interned strings, then `n` pairs
+//! `(string id, object index)`, then the events. Each event starts with four slots,
+//! `kind, channel, id, length` (length counts all of the event's slots), followed by
+//! its fixed slots and then any table data.
+//!
+//! A string slot holds `id >= 0` for an interned string, or `-(index + 1)` for a string
+//! object of this read. Other object slots hold the object's index.
+
+pub const EVENT_ERROR: u8 = 0;
+pub const EVENT_METHOD: u8 = 1;
+pub const EVENT_HEADER: u8 = 2;
+pub const EVENT_BODY: u8 = 3;
+pub const EVENT_HEARTBEAT: u8 = 8;
+
+/// A value JS must be given as an object rather than a number.
+#[derive(Debug, PartialEq)]
+pub enum Obj {
+    /// UTF-8 text at `start..start + len` of the buffer being decoded.
+    Str { start: usize, len: usize },
+    /// Bytes at `start..start + len` of the buffer being decoded, to be copied into a Buffer.
+    Bytes { start: usize, len: usize },
+    /// A message body, already assembled; becomes a Buffer without another copy.
+    Content(Vec<u8>),
+    /// An error's message text.
+    Text(String),
+}
+
+#[derive(Debug, Default)]
+pub struct Tape {
+    slots: Vec<f64>,
+    pub objects: Vec<Obj>,
+    new_strings: Vec<(u32, usize)>,
+    reset_strings: bool,
+}
+
+impl Tape {
+    pub fn new() -> Self {
+        Tape::default()
+    }
+
+    pub fn clear(&mut self) {
+        self.slots.clear();
+        self.objects.clear();
+        self.new_strings.clear();
+        self.reset_strings = false;
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    pub fn push(&mut self, v: f64) {
+        self.slots.push(v);
+    }
+
+    pub fn set(&mut self, slot: usize, v: f64) {
+        self.slots[slot] = v;
+    }
+
+    pub fn get(&self, slot: usize) -> f64 {
+        self.slots[slot]
+    }
+
+    /// Appends `n` zeroed slots and returns the index of the first.
+    pub fn reserve(&mut self, n: usize) -> usize {
+        let at = self.slots.len();
+        self.slots.resize(at + n, 0.0);
+        at
+    }
+
+    pub fn object(&mut self, obj: Obj) -> f64 {
+        self.objects.push(obj);
+        (self.objects.len() - 1) as f64
+    }
+
+    pub fn transient_string(&mut self, start: usize, len: usize) -> f64 {
+        -(self.object(Obj::Str { start, len }) + 1.0)
+    }
+
+    pub fn note_new_string(&mut self, id: u32, start: usize, len: usize) {
+        let index = self.object(Obj::Str { start, len }) as usize;
+        self.new_strings.push((id, index));
+    }
+
+    pub fn note_strings_reset(&mut self) {
+        self.reset_strings = true;
+    }
+
+    pub fn begin_event(&mut self, kind: u8, channel: u16, id: u32) -> usize {
+        let at = self.slots.len();
+        self.slots.extend_from_slice(&[kind as f64, channel as f64, id as f64, 0.0]);
+        at
+    }
+
+    pub fn end_event(&mut self, at: usize) {
+        self.slots[at + 3] = (self.slots.len() - at) as f64;
+    }
+
+    /// Drops an event that failed to decode, with the objects it had added.
+    pub fn abandon_event(&mut self, at: usize, objects: usize) {
+        self.slots.truncate(at);
+        self.objects.truncate(objects);
+        self.new_strings.retain(|&(_, index)| index < objects);
+    }
+
+    pub fn error_event(&mut self, code: u16, message: String) {
+        let text = self.object(Obj::Text(message));
+        let at = self.begin_event(EVENT_ERROR, 0, code as u32);
+        self.slots.push(text);
+        self.end_event(at);
+    }
+
+    /// The whole tape as JS reads it: the string-table header, then the events.
+    pub fn to_slots(&self) -> Vec<f64> {
+        let mut out = Vec::with_capacity(2 + 2 * self.new_strings.len() + self.slots.len());
+        out.push(self.reset_strings as u8 as f64);
+        out.push(self.new_strings.len() as f64);
+        for &(id, index) in &self.new_strings {
+            out.push(id as f64);
+            out.push(index as f64);
+        }
+        out.extend_from_slice(&self.slots);
+        out
+    }
+}
