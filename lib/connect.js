@@ -1,0 +1,246 @@
+'use strict';
+
+// Opening a connection: turn the URL (string or object) and socket options
+// a user gives to `connect()` into socket settings plus the fields of the
+// opening handshake (StartOk, TuneOk, Open), open the socket, and hand it
+// to a Connection to run the handshake.
+//
+// Parsing follows amqplib exactly, quirks included, since applications
+// rely on it: e.g. credentials in a URL are decoded with `unescape`, the
+// vhost with querystring's unescape, and numeric query options are
+// `parseInt`ed without validation (the encoder then rejects NaN with
+// "Field 'frameMax' is the wrong type").
+
+const net = require('node:net');
+const tls = require('node:tls');
+const QS = require('node:querystring');
+const credentials = require('./credentials');
+const pkg = require('../package.json');
+
+const DEFAULT_FRAME_MAX = 131072; // RabbitMQ 4.1 refuses smaller maxima
+const AMQP_PORT = 5672;
+const AMQPS_PORT = 5671;
+
+// Sent in ConnectionStartOk. The capabilities tell the broker which
+// extensions we understand (it won't send e.g. basic.nack or
+// connection.blocked to a client that doesn't claim them).
+const CLIENT_PROPERTIES = Object.freeze({
+  product: 'amqplib-rs',
+  version: pkg.version,
+  platform: `Node.JS ${process.version}`,
+  ...(pkg.homepage ? { information: pkg.homepage } : {}),
+  capabilities: Object.freeze({
+    publisher_confirms: true,
+    exchange_exchange_bindings: true,
+    'basic.nack': true,
+    consumer_cancel_notify: true,
+    'connection.blocked': true,
+    authentication_failure_close: true,
+  }),
+});
+
+// Own enumerable properties only: tls.connect looks at `Object.keys` of
+// its options, so inherited settings would be silently ignored.
+function shallowCopy(obj) {
+  return Object.assign({}, obj);
+}
+
+function intOr(value, fallback) {
+  return value === undefined ? fallback : parseInt(value, 10);
+}
+
+// User-supplied client properties are laid over ours key by key (a user
+// `capabilities` replaces ours as a whole).
+function clientProperties(extra) {
+  return Object.assign({}, CLIENT_PROPERTIES, extra);
+}
+
+// `query` holds locale/channelMax/frameMax/heartbeat, as strings (from a
+// URL query) or as given in a URL object.
+function handshakeFields(vhost, query, creds, extraClientProperties) {
+  return {
+    // ConnectionStartOk
+    clientProperties: clientProperties(extraClientProperties),
+    mechanism: creds.mechanism,
+    response: creds.response(),
+    locale: query.locale || 'en_US',
+    // ConnectionTuneOk: 0 means "no limit of ours"; a null heartbeat means
+    // "no preference", leaving the choice to the server.
+    channelMax: intOr(query.channelMax, 0),
+    frameMax: intOr(query.frameMax, DEFAULT_FRAME_MAX),
+    heartbeat: query.heartbeat !== undefined && query.heartbeat !== null ? intOr(query.heartbeat, 0) : null,
+    // ConnectionOpen
+    virtualHost: vhost ? QS.unescape(vhost) : '/',
+    capabilities: '',
+    insist: 0,
+  };
+}
+
+// Credentials given in a parsed URL. Only when both user name and password
+// are empty do we fall back to guest/guest, so "amqp://:pw@host" means an
+// empty user name.
+function credentialsFromUrl(parts) {
+  if (parts.username === '' && parts.password === '') {
+    return credentials.plain('guest', 'guest');
+  }
+  const user = parts.username ? unescape(parts.username) : '';
+  const passwd = parts.password ? unescape(parts.password) : '';
+  return credentials.plain(user, passwd);
+}
+
+// SNI needs a host name; setting it to an IP address is an error in
+// recent Node.js versions. An explicit servername is left alone.
+function setServername(sockopts, host) {
+  if (!sockopts.servername && !net.isIP(host)) sockopts.servername = host;
+}
+
+function defaultPort(protocol) {
+  return protocol === 'amqp:' ? AMQP_PORT : AMQPS_PORT;
+}
+
+// URL given as an object: { protocol, hostname, port, username, password,
+// locale, frameMax, channelMax, heartbeat, vhost }.
+function planFromObject(url, sockopts, extraClientProperties) {
+  const protocol = `${url.protocol || 'amqp'}:`;
+  sockopts.host = url.hostname;
+  setServername(sockopts, url.hostname);
+  sockopts.port = url.port || defaultPort(protocol);
+
+  // Default to guest/guest only if neither is given, as for string URLs.
+  const noUserInfo = url.username === undefined && url.password === undefined;
+  const user = noUserInfo ? 'guest' : url.username || '';
+  const passwd = noUserInfo ? 'guest' : url.password || '';
+  const query = {
+    locale: url.locale,
+    channelMax: url.channelMax,
+    frameMax: url.frameMax,
+    heartbeat: url.heartbeat,
+  };
+  const creds = sockopts.credentials || credentials.plain(user, passwd);
+  return { protocol, fields: handshakeFields(url.vhost, query, creds, extraClientProperties) };
+}
+
+// Query options may repeat; the first occurrence wins.
+function parseQuery(search) {
+  const query = QS.parse(search ? search.slice(1) : '');
+  for (const key of Object.keys(query)) {
+    if (Array.isArray(query[key])) query[key] = query[key][0];
+  }
+  return query;
+}
+
+function planFromString(url, sockopts, extraClientProperties) {
+  let parts;
+  try {
+    parts = new URL(url);
+  } catch {
+    parts = {}; // reported below as a bad protocol
+  }
+  const protocol = parts.protocol || '';
+  const host = (parts.hostname || '').replace(/^\[|\]$/g, ''); // IPv6 brackets
+  sockopts.host = host;
+  setServername(sockopts, host);
+  sockopts.port = parseInt(parts.port, 10) || defaultPort(protocol);
+
+  const vhost = parts.pathname ? parts.pathname.slice(1) : null;
+  const creds = sockopts.credentials || credentialsFromUrl(parts);
+  return { protocol, fields: handshakeFields(vhost, parseQuery(parts.search), creds, extraClientProperties) };
+}
+
+// Everything `connect` needs, worked out from its arguments without any
+// I/O: the protocol, the options for net/tls.connect, the handshake
+// fields, and the socket tweaks applied once connected.
+function prepareConnect(url, socketOptions) {
+  const sockopts = shallowCopy(socketOptions || {});
+  const target = url || 'amqp://localhost';
+  const extraClientProperties = sockopts.clientProperties || {};
+  const plan =
+    typeof target === 'object'
+      ? planFromObject(target, sockopts, extraClientProperties)
+      : planFromString(target, sockopts, extraClientProperties);
+  return {
+    protocol: plan.protocol,
+    fields: plan.fields,
+    sockopts,
+    noDelay: !!sockopts.noDelay,
+    keepAlive: !!sockopts.keepAlive,
+    keepAliveDelay: sockopts.keepAliveDelay || 0,
+    timeout: sockopts.timeout,
+  };
+}
+
+// The transport. Kept behind one function so it can be replaced without
+// touching the parsing or the open sequence.
+function openSocket(protocol, sockopts, onConnect) {
+  if (protocol === 'amqp:') return net.connect(sockopts, onConnect);
+  if (protocol === 'amqps:') return tls.connect(sockopts, onConnect);
+  throw new Error(`Expected amqp: or amqps: as the protocol; got ${protocol}`);
+}
+
+// Loaded on first use, so that the parsing above can be loaded (and
+// tested) on its own.
+function connectionClass() {
+  return require('./connection').Connection;
+}
+
+function abandon(sock) {
+  sock.end();
+  sock.destroy();
+}
+
+// Open a socket and run the AMQP opening handshake over it; calls
+// `openCallback(null, connection)` or `openCallback(err)`. Throws
+// synchronously if the URL's protocol is neither amqp: nor amqps:.
+function connect(url, socketOptions, openCallback) {
+  const plan = prepareConnect(url, socketOptions);
+
+  // The socket error, the timeout and the handshake can each report a
+  // failure; only the first outcome reaches the caller.
+  let settled = false;
+  function finish(err, connection) {
+    if (settled) return;
+    settled = true;
+    if (err) openCallback(err);
+    else openCallback(null, connection);
+  }
+
+  let connected = false;
+  let sock = null;
+
+  function onConnect() {
+    connected = true;
+    sock.setNoDelay(plan.noDelay);
+    if (plan.keepAlive) sock.setKeepAlive(true, plan.keepAliveDelay);
+
+    const Connection = connectionClass();
+    const connection = new Connection(sock);
+    connection.open(plan.fields, (err) => {
+      // The timeout guards the connection attempt only; heartbeats look
+      // after the open connection.
+      if (plan.timeout) sock.setTimeout(0);
+      if (err === null) {
+        finish(null, connection);
+      } else {
+        // e.g. a refused login: the server won't necessarily hang up.
+        abandon(sock);
+        finish(err);
+      }
+    });
+  }
+
+  sock = openSocket(plan.protocol, plan.sockopts, onConnect);
+
+  if (plan.timeout) {
+    sock.setTimeout(plan.timeout, () => {
+      abandon(sock);
+      finish(new Error('connect ETIMEDOUT'));
+    });
+  }
+
+  // Errors after the socket is up belong to the Connection.
+  sock.once('error', (err) => {
+    if (!connected) finish(err);
+  });
+}
+
+module.exports = { connect, credentialsFromUrl, prepareConnect, CLIENT_PROPERTIES };
