@@ -1,0 +1,48 @@
+'use strict';
+
+// Callback API entry point: `require('amqplib-rs/callback_api')`.
+
+const { connect: openConnection } = require('./lib/connect');
+const { CallbackModel } = require('./lib/callback_model');
+const recovery = require('./lib/recovery');
+const credentials = require('./lib/credentials');
+const { IllegalOperationError } = require('./lib/error');
+
+function openCallbackModel(url, socketOptions, cb) {
+  openConnection(url, socketOptions, (err, connection) => {
+    if (err === null) cb(null, new CallbackModel(connection));
+    else cb(err);
+  });
+}
+
+// connect(url, socketOptions, cb), connect(url, cb) or connect(cb).
+// Without a URL, amqp://localhost is used. A URL with a protocol other
+// than amqp: or amqps: throws. With a `recovery` option, the callback
+// receives a RecoveringCallbackModel, which is also returned.
+function connect(url, socketOptions, cb) {
+  let target = url;
+  let options = socketOptions;
+  let callback = cb;
+  if (typeof target === 'function') {
+    callback = target;
+    target = undefined;
+    options = undefined;
+  } else if (typeof options === 'function') {
+    callback = options;
+    options = undefined;
+  }
+
+  const { connectionOptions, recovery: recoveryOptions } = recovery.splitConnectionOptions(options);
+  if (recovery.recoveryEnabled(recoveryOptions)) {
+    const openModel = () =>
+      new Promise((resolve, reject) => {
+        openCallbackModel(target, connectionOptions, (err, model) => (err ? reject(err) : resolve(model)));
+      });
+    return recovery.connectWithRecoveryCallback(openModel, recoveryOptions, callback);
+  }
+
+  openCallbackModel(target, connectionOptions, typeof callback === 'function' ? callback : () => {});
+  return undefined;
+}
+
+module.exports = { connect, credentials, IllegalOperationError };

@@ -1,0 +1,32 @@
+'use strict';
+
+// Promise API entry point: `require('amqplib-rs')`.
+
+const { connect: openConnection } = require('./lib/connect');
+const { ChannelModel } = require('./lib/channel_model');
+const recovery = require('./lib/recovery');
+const credentials = require('./lib/credentials');
+const { IllegalOperationError } = require('./lib/error');
+
+function openChannelModel(url, socketOptions) {
+  return new Promise((resolve, reject) => {
+    // A bad URL throws synchronously inside this executor, which turns it
+    // into a rejection.
+    openConnection(url, socketOptions, (err, connection) => {
+      if (err) reject(err);
+      else resolve(new ChannelModel(connection));
+    });
+  });
+}
+
+// connect([url[, socketOptions]]) -> Promise<ChannelModel>; with a
+// `recovery` option, a Promise of a RecoveringPromiseModel instead.
+function connect(url, socketOptions) {
+  const { connectionOptions, recovery: recoveryOptions } = recovery.splitConnectionOptions(socketOptions);
+  if (recovery.recoveryEnabled(recoveryOptions)) {
+    return recovery.connectWithRecoveryPromise(() => openChannelModel(url, connectionOptions), recoveryOptions);
+  }
+  return openChannelModel(url, connectionOptions);
+}
+
+module.exports = { connect, credentials, IllegalOperationError };
