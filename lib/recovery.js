@@ -253,7 +253,9 @@ class RecoveringModel extends EventEmitter {
       const err = asError(caught, 'Connection recovery failed');
       if (model) {
         if (this.#model === model) this.#forgetModel();
-        await this.#closeQuietly(model);
+        // Not awaited: a model that never confirms its close must not
+        // stall recovery.
+        this.#closeQuietly(model);
       }
       this.emit('connect-failed', err);
       this.#scheduleReconnect(err);
