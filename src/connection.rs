@@ -31,7 +31,9 @@ pub struct Session {
     /// Bytes at the front of `read` already parsed; dropped at the next receive, since the
     /// objects of the tape refer to `read` until then.
     consumed: usize,
-    frame_max: usize,
+    /// The frame max set by tuning; `None` before, when frames may be up to
+    /// [`UNTUNED_FRAME_MAX`] and bodies are split at the spec's minimum frame size.
+    frame_max: Option<usize>,
     assemblies: HashMap<u16, Assembly>,
     strings: Interner,
     pub tape: Tape,
@@ -57,20 +59,26 @@ impl Session {
         Session::default()
     }
 
-    /// The negotiated frame max; 0 is "not negotiated" or "no limit".
+    /// The frame max agreed in tuning (0 is read as "no limit").
     pub fn set_frame_max(&mut self, frame_max: usize) {
-        self.frame_max = frame_max;
+        self.frame_max = Some(frame_max);
     }
 
-    pub fn frame_max(&self) -> usize {
-        self.frame_max
+    /// The largest frame this side sends: the tuned frame max, or the spec's minimum before.
+    fn send_frame_max(&self) -> usize {
+        match self.frame_max {
+            None => spec::FRAME_MIN_SIZE as usize,
+            Some(0) => UNTUNED_FRAME_MAX,
+            Some(n) => n.clamp(spec::FRAME_MIN_SIZE as usize, UNTUNED_FRAME_MAX),
+        }
     }
 
+    /// The largest payload accepted: the tuned frame max (never below the spec's minimum,
+    /// never above [`UNTUNED_FRAME_MAX`]), or that bound before tuning.
     fn max_payload(&self) -> usize {
-        if self.frame_max == 0 {
-            UNTUNED_FRAME_MAX
-        } else {
-            self.frame_max.max(spec::FRAME_MIN_SIZE as usize) - OVERHEAD
+        match self.frame_max {
+            None => UNTUNED_FRAME_MAX - OVERHEAD,
+            Some(_) => self.send_frame_max() - OVERHEAD,
         }
     }
 
@@ -234,7 +242,7 @@ impl Session {
             self.out.truncate(start);
             return result;
         }
-        let frame_max = if self.frame_max == 0 { UNTUNED_FRAME_MAX } else { self.frame_max };
+        let frame_max = self.send_frame_max();
         frame::write_body(&mut self.out, channel, content, frame_max);
         Ok(())
     }

@@ -1,0 +1,3 @@
+'use strict';
+// Adapter: the original's callback entry point, served by ours.
+module.exports = require('../callback_api');

@@ -1,0 +1,3 @@
+'use strict';
+// Adapter: the original's lib/callback_model, served by ours.
+module.exports = require('../../lib/callback_model');

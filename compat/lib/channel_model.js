@@ -1,0 +1,3 @@
+'use strict';
+// Adapter: the original's lib/channel_model, served by ours.
+module.exports = require('../../lib/channel_model');

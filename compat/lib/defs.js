@@ -1,0 +1,3 @@
+'use strict';
+// Adapter: the original's lib/defs, served by ours.
+module.exports = require('../../lib/defs');

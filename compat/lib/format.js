@@ -1,0 +1,3 @@
+'use strict';
+// Adapter: the original's lib/format, served by ours.
+module.exports = require('../../lib/format');

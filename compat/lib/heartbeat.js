@@ -1,0 +1,3 @@
+'use strict';
+// Adapter: the original's lib/heartbeat, served by ours.
+module.exports = require('../../lib/heartbeat');

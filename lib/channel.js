@@ -1,0 +1,349 @@
+'use strict';
+// The channel core under both API models: one RPC at a time with replies matched to their
+// requests, the closing handshake, publisher confirms, and the assembly of deliveries into
+// messages. Its internal interface is that of amqplib's lib/channel.js.
+
+const EventEmitter = require('node:events');
+const { format: fmt } = require('node:util');
+const defs = require('./defs');
+const { closeMessage, methodName, inspect } = require('./format');
+const { IllegalOperationError, stackCapture } = require('./error');
+const safeEmit = require('./safe_emit');
+
+const { constants } = defs;
+
+class Channel extends EventEmitter {
+  constructor(connection) {
+    super();
+    this.connection = connection;
+    this.reply = null; // the continuation of the RPC in flight
+    this.pending = []; // RPCs waiting for it
+    // Publisher confirms: callbacks of unconfirmed publishes, the first one's tag is lwm.
+    this.lwm = 1;
+    this.unconfirmed = [];
+    // The message being assembled: its fields, properties and the event to emit.
+    this.incoming = null;
+    this.incomingEvent = 'delivery';
+    this.incomingDone = emitDeliveryOrReturn;
+    this.handleMessage = acceptDeliveryOrReturn;
+    this.on('ack', (fields) => this.handleConfirm(confirmOk, fields));
+    this.on('nack', (fields) => this.handleConfirm(confirmNacked, fields));
+    this.on('close', () => this.failUnconfirmed(new Error('channel closed')));
+  }
+
+  setOptions(options) {
+    this.options = options;
+  }
+
+  allocate() {
+    this.ch = this.connection.freshChannel(this, this.options);
+    return this;
+  }
+
+  sendImmediately(method, fields) {
+    return this.connection.sendMethod(this.ch, method, fields);
+  }
+
+  // Sends now if no RPC is in flight, else queues behind it.
+  sendOrEnqueue(method, fields, reply) {
+    if (this.reply === null) {
+      this.reply = reply;
+      this.sendImmediately(method, fields);
+    } else {
+      this.pending.push({ method, fields, reply });
+    }
+  }
+
+  sendMessage(fields, properties, content) {
+    return this.connection.sendMessage(this.ch, defs.BasicPublish, fields, defs.BasicProperties, properties, content);
+  }
+
+  _rpc(method, fields, expect, cb) {
+    const reply = (err, f) => {
+      if (err === null) {
+        if (f.id === expect) return cb(null, f);
+        const expected = methodName(expect);
+        const e = new Error(fmt('Expected %s; got %s', expected, inspect(f, false)));
+        this.closeWithError(f.id, fmt('Expected %s; got %s', expected, methodName(f.id)), constants.UNEXPECTED_FRAME, e);
+        return cb(e);
+      }
+      // Either an Error (the channel ended) or the server's Close frame.
+      if (err instanceof Error) return cb(err);
+      return cb(convertCloseFrameToError(method, err));
+    };
+    this.sendOrEnqueue(method, fields, reply);
+  }
+
+  toClosed(capturedStack) {
+    this._rejectPending();
+    invalidateSend(this, 'Channel closed', capturedStack);
+    this.accept = invalidOp('Channel closed', capturedStack);
+    this.connection.releaseChannel(this.ch);
+    safeEmit(this, 'close');
+  }
+
+  // We sent Close: only CloseOk (or a Close crossing ours) matters now.
+  toClosing(capturedStack, k) {
+    const send = this.sendImmediately.bind(this);
+    invalidateSend(this, 'Channel closing', capturedStack);
+    this.accept = function (f) {
+      if (f.id === defs.ChannelCloseOk) {
+        if (k) k();
+        this.toClosed(stackCapture('ChannelCloseOk frame received'));
+      } else if (f.id === defs.ChannelClose) {
+        send(defs.ChannelCloseOk, {});
+      }
+    };
+  }
+
+  _rejectPending() {
+    const err = () => new Error('Channel ended, no reply will be forthcoming');
+    if (this.reply !== null) this.reply(err());
+    this.reply = null;
+    for (const queued of this.pending) queued.reply(err());
+    this.pending = null; // anything queued from now on is a bug, and should fail loudly
+  }
+
+  closeBecause(reason, code, k) {
+    this.sendImmediately(defs.ChannelClose, { replyText: reason, replyCode: code, methodId: 0, classId: 0 });
+    this.toClosing(stackCapture(`closeBecause called: ${reason}`), k);
+  }
+
+  // Closes the channel, then reports `error` (tagged with the code and the method at fault).
+  closeWithError(id, reason, code, error) {
+    this.closeBecause(reason, code, () => {
+      error.code = code;
+      if (id) {
+        const info = defs.info(id);
+        error.classId = info.classId;
+        error.methodId = info.methodId;
+      }
+      safeEmit(this, 'error', error);
+    });
+  }
+
+  // Content-carrying frames go through the message state machine; a protocol violation
+  // (thrown as a string) or a throwing handler closes the channel with an error.
+  acceptMessageFrame(f) {
+    try {
+      this.handleMessage = this.handleMessage(f);
+    } catch (problem) {
+      if (typeof problem === 'string') {
+        this.closeWithError(f.id, problem, constants.UNEXPECTED_FRAME, new Error(problem));
+      } else if (problem instanceof Error) {
+        this.closeWithError(f.id, 'Error while processing message', constants.INTERNAL_ERROR, problem);
+      } else {
+        this.closeWithError(f.id, 'Internal error while processing message', constants.INTERNAL_ERROR, new Error(String(problem)));
+      }
+    }
+  }
+
+  // An ack or nack for one tag, or for every tag up to it when `multiple`.
+  handleConfirm(handle, fields) {
+    const tag = fields.deliveryTag;
+    if (fields.multiple) {
+      const confirmed = this.unconfirmed.splice(0, tag - this.lwm + 1);
+      this.lwm = tag + 1;
+      for (const cb of confirmed) handle(cb);
+      return;
+    }
+    let cb;
+    if (tag === this.lwm) {
+      cb = this.unconfirmed.shift();
+      this.lwm++;
+      // Skip over those already confirmed out of order.
+      while (this.unconfirmed[0] === null) {
+        this.unconfirmed.shift();
+        this.lwm++;
+      }
+    } else {
+      cb = this.unconfirmed[tag - this.lwm];
+      this.unconfirmed[tag - this.lwm] = null;
+    }
+    handle(cb);
+  }
+
+  pushConfirmCallback(cb) {
+    this.unconfirmed.push(cb || false);
+  }
+
+  // Every publish still unconfirmed when the channel closes gets `err`, once. Publishes
+  // without a callback keep their (false) slots, so waitForConfirms can still see them.
+  failUnconfirmed(err) {
+    const waiting = this.unconfirmed;
+    this.unconfirmed = waiting.filter((cb) => cb === false);
+    for (const cb of waiting) if (cb) cb(err);
+  }
+
+  onBufferDrain() {
+    safeEmit(this, 'drain');
+  }
+
+  accept(f) {
+    switch (f.id) {
+      case undefined: // a body
+      case defs.BasicDeliver:
+      case defs.BasicReturn:
+      case defs.BasicProperties:
+        return this.acceptMessageFrame(f);
+      case defs.BasicAck:
+        return safeEmit(this, 'ack', f.fields);
+      case defs.BasicNack:
+        return safeEmit(this, 'nack', f.fields);
+      case defs.BasicCancel:
+        return safeEmit(this, 'cancel', f.fields);
+      case defs.ChannelClose:
+        return this.closedByServer(f);
+      case defs.ChannelFlow:
+        return this.closeWithError(f.id, 'Flow not implemented', constants.NOT_IMPLEMENTED, new Error('Flow not implemented'));
+      default:
+        return this.acceptReply(f);
+    }
+  }
+
+  closedByServer(f) {
+    if (this.reply) {
+      const reply = this.reply;
+      this.reply = null;
+      reply(f);
+    }
+    const message = `Channel closed by server: ${closeMessage(f)}`;
+    this.sendImmediately(defs.ChannelCloseOk, {});
+    const error = new Error(message);
+    error.code = f.fields.replyCode;
+    error.classId = f.fields.classId;
+    error.methodId = f.fields.methodId;
+    safeEmit(this, 'error', error);
+    this.toClosed(stackCapture(message));
+  }
+
+  // The reply to the RPC in flight; the next queued RPC goes out before it is handled.
+  acceptReply(f) {
+    const reply = this.reply;
+    this.reply = null;
+    if (this.pending.length > 0) {
+      const next = this.pending.shift();
+      this.reply = next.reply;
+      this.sendImmediately(next.method, next.fields);
+    }
+    return reply(null, f);
+  }
+}
+
+function confirmOk(cb) {
+  if (cb) cb(null);
+}
+
+function confirmNacked(cb) {
+  if (cb) cb(new Error('message nacked'));
+}
+
+function invalidOp(msg, stack) {
+  return () => {
+    throw new IllegalOperationError(msg, stack);
+  };
+}
+
+function invalidateSend(ch, msg, stack) {
+  ch.sendImmediately = ch.sendOrEnqueue = ch.sendMessage = invalidOp(msg, stack);
+}
+
+// The message state machine. Each state is called with the channel as `this` and returns
+// the next state; no closure is made per message. The native core has already assembled
+// the body, so a message is at most three frames: method, header, body.
+
+function acceptDeliveryOrReturn(f) {
+  if (f.id !== defs.BasicDeliver && f.id !== defs.BasicReturn) {
+    throw fmt('Expected BasicDeliver or BasicReturn; got %s', inspect(f));
+  }
+  this.incoming = { fields: f.fields, properties: null, content: null };
+  this.incomingEvent = f.id === defs.BasicDeliver ? 'delivery' : 'return';
+  this.incomingDone = emitDeliveryOrReturn;
+  return expectHeaders;
+}
+
+function expectHeaders(f) {
+  if (f.id !== defs.BasicProperties) throw 'Expected headers frame after delivery';
+  this.incoming.properties = f.fields;
+  this.incomingSize = f.size;
+  if (f.size === 0) return completeMessage(this, Buffer.alloc(0));
+  return expectContent;
+}
+
+function expectContent(f) {
+  if (!f.content) throw 'Expected content frame after headers';
+  if (f.content.length !== this.incomingSize) throw fmt('Too much content sent! Expected %d bytes', this.incomingSize);
+  return completeMessage(this, f.content);
+}
+
+function completeMessage(channel, content) {
+  const message = channel.incoming;
+  const done = channel.incomingDone;
+  message.content = content;
+  channel.incoming = null;
+  channel.incomingDone = emitDeliveryOrReturn;
+  done.call(channel, message);
+  return acceptDeliveryOrReturn;
+}
+
+function emitDeliveryOrReturn(message) {
+  safeEmit(this, this.incomingEvent, message);
+}
+
+// A state that takes the header and body of a message whose method was handled elsewhere
+// (basic.get-ok), then calls `continuation` with the message (fields left for it to set).
+function acceptMessage(continuation) {
+  return function (f) {
+    this.incoming = { fields: null, properties: null, content: null };
+    this.incomingDone = continuation;
+    return expectHeaders.call(this, f);
+  };
+}
+
+// The error an RPC gets when the server closes the channel instead of replying.
+function convertCloseFrameToError(method, closeFrame) {
+  const { classId, methodId, replyCode } = closeFrame.fields;
+  const message =
+    method === (classId << 16) + methodId
+      ? fmt('Operation failed: %s; %s', methodName(method), closeMessage(closeFrame))
+      : fmt('Channel closed by server: %s', closeMessage(closeFrame));
+  const error = new Error(message);
+  error.code = replyCode;
+  error.classId = classId;
+  error.methodId = methodId;
+  return error;
+}
+
+// A channel with consumers: deliveries are dispatched by consumer tag.
+class BaseChannel extends Channel {
+  constructor(connection) {
+    super(connection);
+    this.consumers = new Map();
+  }
+
+  registerConsumer(tag, callback) {
+    this.consumers.set(tag, callback);
+  }
+
+  unregisterConsumer(tag) {
+    this.consumers.delete(tag);
+  }
+
+  dispatchMessage(fields, message) {
+    const consumer = this.consumers.get(fields.consumerTag);
+    if (!consumer) throw new Error(`Unknown consumer: ${fields.consumerTag}`);
+    return consumer(message);
+  }
+
+  handleDelivery(message) {
+    return this.dispatchMessage(message.fields, message);
+  }
+
+  handleCancel(fields) {
+    const result = this.dispatchMessage(fields, null);
+    this.unregisterConsumer(fields.consumerTag);
+    return result;
+  }
+}
+
+module.exports = { Channel, BaseChannel, acceptMessage, convertCloseFrameToError };

@@ -1,0 +1,21 @@
+'use strict';
+// Field tables, as amqplib's lib/codec.js exposes them; the work is done by the native core.
+
+const native = require('./native');
+const { TapeReader } = require('./tape');
+
+// Writes `table` (length-prefixed) into `buffer` at `offset`; returns the bytes written.
+function encodeTable(buffer, table, offset) {
+  const encoded = native.encodeTable(table);
+  if (offset + encoded.length > buffer.length) throw new RangeError('Table does not fit in the buffer');
+  return encoded.copy(buffer, offset);
+}
+
+// Decodes a table body (without its length prefix).
+function decodeFields(slice) {
+  const reader = new TapeReader();
+  const pair = native.decodeTable(slice);
+  return reader.table(pair[0], reader.load(pair));
+}
+
+module.exports = { encodeTable, decodeFields };

@@ -1,0 +1,518 @@
+'use strict';
+// A connection over a byte stream: the opening handshake, channel bookkeeping, heartbeats,
+// the closing handshake and error handling, with the internal interface of amqplib's
+// lib/connection.js (the compat suite drives it directly).
+//
+// Frames are parsed and encoded by the native session (src/connection.rs). Incoming bytes
+// are handed over a read at a time; outgoing frames gather in the session's one output
+// buffer and leave in one write per turn of the event loop (a microtask), or as soon as the
+// handlers of a read have run, so a reply leaves before the read that caused it returns.
+
+const EventEmitter = require('node:events');
+const { Duplex } = require('node:stream');
+const { format: fmt } = require('node:util');
+const native = require('./native');
+const defs = require('./defs');
+const { BitSet } = require('./bitset');
+const { Heart } = require('./heartbeat');
+const { HEARTBEAT, PROTOCOL_HEADER } = require('./frame');
+const { closeMessage, methodName, inspect } = require('./format');
+const { IllegalOperationError, stackCapture } = require('./error');
+const { TapeReader, EVENT_ERROR, EVENT_METHOD, EVENT_HEADER, EVENT_BODY, EVENT_HEARTBEAT } = require('./tape');
+const safeEmit = require('./safe_emit');
+
+const { constants } = defs;
+
+// publish and sendToQueue report false once this much is waiting to be written.
+const WRITE_LIMIT = 4 * 1024 * 1024;
+
+class Connection extends EventEmitter {
+  constructor(underlying) {
+    super();
+    this.stream = wrapStream(underlying);
+    this.session = new native.Session();
+    this.reader = new TapeReader();
+    // Frames decoded and not yet taken by recvFrame.
+    this.incoming = [];
+    this.incomingAt = 0;
+
+    this._frameMax = constants.FRAME_MIN_SIZE;
+    this.sentSinceLastCheck = false;
+    this.recvSinceLastCheck = false;
+
+    this.expectSocketClose = false;
+    this.blocked = false;
+    this.freeChannels = new BitSet();
+    this.channels = [{ channel: { accept: channel0(this) } }];
+
+    this.flushScheduled = false;
+    this.writeStalled = false;
+    this.drainOwed = false;
+    this.flush = this.flush.bind(this);
+    this.onStreamDrain = this.onStreamDrain.bind(this);
+  }
+
+  // Setting frameMax (tuning does, and so do tests) tells the native session too.
+  get frameMax() {
+    return this._frameMax;
+  }
+
+  set frameMax(value) {
+    this._frameMax = value;
+    this.session.setFrameMax(value);
+  }
+
+  // Written at once, not at the end of the turn: a peer may read it synchronously.
+  sendProtocolHeader() {
+    this.sendBytes(Buffer.from(PROTOCOL_HEADER, 'latin1'));
+    this.flush();
+  }
+
+  // The opening handshake (spec 2.2.4): header; start/start-ok; tune/tune-ok; open/open-ok.
+  open(allFields, openCallback0) {
+    const openCallback = openCallback0 || (() => {});
+    const tuned = Object.create(allFields);
+    const bail = (err) => openCallback(err);
+
+    const next = (k) => {
+      this.step((err, frame) => {
+        if (err !== null) bail(err);
+        else if (frame.channel !== 0) bail(new Error(fmt('Frame on channel != 0 during handshake: %s', inspect(frame, false))));
+        else k(frame);
+      });
+    };
+    const expect = (method, k) =>
+      next((frame) => {
+        if (frame.id === method) k(frame);
+        else bail(new Error(fmt('Expected %s; got %s', methodName(method), inspect(frame, false))));
+      });
+    // Sending can throw on bad options (a string where a number goes, say).
+    const trySend = (...methods) => {
+      try {
+        for (const method of methods) this.sendMethod(0, method, tuned);
+        return true;
+      } catch (err) {
+        bail(err);
+        return false;
+      }
+    };
+
+    const onStart = (start) => {
+      const mechanisms = start.fields.mechanisms.toString().split(' ');
+      if (!mechanisms.includes(allFields.mechanism)) {
+        bail(new Error(fmt('SASL mechanism %s is not provided by the server', allFields.mechanism)));
+        return;
+      }
+      this.serverProperties = start.fields.serverProperties;
+      if (trySend(defs.ConnectionStartOk)) next(afterStartOk);
+    };
+
+    const afterStartOk = (reply) => {
+      switch (reply.id) {
+        case defs.ConnectionSecure:
+          bail(new Error("Wasn't expecting to have to go through secure"));
+          break;
+        case defs.ConnectionClose:
+          bail(new Error(fmt('Handshake terminated by server: %s', closeMessage(reply))));
+          break;
+        case defs.ConnectionTune:
+          tune(tuned, reply.fields, allFields);
+          if (trySend(defs.ConnectionTuneOk, defs.ConnectionOpen)) expect(defs.ConnectionOpenOk, onOpenOk);
+          break;
+        default:
+          bail(new Error(fmt('Expected connection.secure, connection.close, or connection.tune during handshake; got %s', inspect(reply, false))));
+      }
+    };
+
+    const onOpenOk = (openOk) => {
+      // Zero means "no limit": take the largest value the field can carry.
+      this.channelMax = tuned.channelMax || 0xffff;
+      this.frameMax = tuned.frameMax || 0xffffffff;
+      this.heartbeat = tuned.heartbeat;
+      this.heartbeater = this.startHeartbeater();
+      this.accept = mainAccept;
+      this.stream.removeListener('end', endWhileOpening);
+      this.stream.removeListener('error', endWhileOpening);
+      this.stream.on('error', this.onSocketError.bind(this));
+      this.stream.on('end', this.onSocketError.bind(this, new Error('Unexpected close')));
+      this.on('frameError', this.onSocketError.bind(this));
+      this.acceptLoop();
+      openCallback(null, openOk);
+    };
+
+    const endWhileOpening = (err) => bail(err || new Error('Socket closed abruptly during opening handshake'));
+    this.stream.on('end', endWhileOpening);
+    this.stream.on('error', endWhileOpening);
+
+    this.sendProtocolHeader();
+    expect(defs.ConnectionStart, onStart);
+  }
+
+  close(closeCallback) {
+    const k = closeCallback && (() => closeCallback(null));
+    this.closeBecause('Cheers, thanks', constants.REPLY_SUCCESS, k);
+  }
+
+  closeBecause(reason, code, k) {
+    this.sendMethod(0, defs.ConnectionClose, { replyText: reason, replyCode: code, methodId: 0, classId: 0 });
+    this.toClosing(stackCapture(`closeBecause called: ${reason}`), k);
+  }
+
+  closeWithError(reason, code, error) {
+    safeEmit(this, 'error', error);
+    this.closeBecause(reason, code);
+  }
+
+  onSocketError(err) {
+    // Registered for both 'error' and 'end': only the first counts.
+    if (this.expectSocketClose) return;
+    this.expectSocketClose = true;
+    safeEmit(this, 'error', err);
+    this.toClosed(stackCapture('Socket error'), err);
+  }
+
+  // We sent Close: only CloseOk (or a Close crossing ours) matters now.
+  toClosing(capturedStack, k) {
+    if (this.blocked) {
+      // A blocked server reads nothing, so it will never answer: close at once.
+      if (k) k();
+      this.toClosed(stackCapture('Connection blocked: closing immediately'), undefined);
+      return;
+    }
+    const sendMethod = this.sendMethod.bind(this);
+    this.accept = function (f) {
+      if (f.id === defs.ConnectionCloseOk) {
+        if (k) k();
+        this.toClosed(stackCapture('ConnectionCloseOk received'), undefined);
+      } else if (f.id === defs.ConnectionClose) {
+        sendMethod(0, defs.ConnectionCloseOk, {});
+      }
+    };
+    invalidateSend(this, 'Connection closing', capturedStack);
+  }
+
+  _closeChannels(capturedStack) {
+    for (let i = 1; i < this.channels.length; i++) {
+      const record = this.channels[i];
+      if (record) record.channel.toClosed(capturedStack);
+    }
+  }
+
+  // Fully closed: nothing more is sent or accepted.
+  toClosed(capturedStack, maybeErr) {
+    this._closeChannels(capturedStack);
+    const info = fmt('Connection closed (%s)', maybeErr ? maybeErr.toString() : 'by client');
+    invalidateSend(this, info, capturedStack);
+    this.accept = invalidOp(info, capturedStack);
+    this.close = (cb) => {
+      if (cb) cb(new IllegalOperationError(info, capturedStack));
+    };
+    if (this.heartbeater) this.heartbeater.clear();
+    this.expectSocketClose = true;
+    this.flush();
+    this.stream.end();
+    safeEmit(this, 'close', maybeErr);
+  }
+
+  _updateSecret(newSecret, reason, cb) {
+    this.sendMethod(0, defs.ConnectionUpdateSecret, { newSecret, reason });
+    this.once('update-secret-ok', cb);
+  }
+
+  startHeartbeater() {
+    if (this.heartbeat === 0) return null;
+    const heart = new Heart(this.heartbeat, this.checkSend.bind(this), this.checkRecv.bind(this));
+    heart.on('timeout', () => {
+      const err = new Error('Heartbeat timeout');
+      safeEmit(this, 'error', err);
+      this.toClosed(stackCapture('Heartbeat timeout'), err);
+    });
+    heart.on('beat', () => this.sendHeartbeat());
+    return heart;
+  }
+
+  // Channel numbers are allocated lowest-first so the array stays dense. A channel's
+  // highWaterMark option (a number of messages) lets that many wait to be written before
+  // its publishes report false, where the default is WRITE_LIMIT bytes in all.
+  freshChannel(channel, options) {
+    const next = this.freeChannels.nextClearBit(1);
+    if (next < 0 || next > this.channelMax) throw new Error('No channels left to allocate');
+    this.freeChannels.set(next);
+    this.channels[next] = { channel, highWaterMark: options?.highWaterMark || 0, waiting: 0 };
+    return next;
+  }
+
+  releaseChannel(channel) {
+    this.freeChannels.clear(channel);
+    this.channels[channel] = null;
+  }
+
+  // Dispatches every frame as reads arrive; frame errors close the connection.
+  acceptLoop() {
+    const go = () => {
+      try {
+        let frame = this.recvFrame();
+        while (frame) {
+          this.accept(frame);
+          frame = this.recvFrame();
+        }
+      } catch (e) {
+        this.emit('frameError', e);
+      }
+      this.flush();
+    };
+    this.stream.on('readable', go);
+    go();
+  }
+
+  // Calls back with the next frame, waiting for the stream if none has arrived.
+  step(cb) {
+    const recv = () => {
+      let frame;
+      try {
+        frame = this.recvFrame();
+      } catch (e) {
+        cb(e, null);
+        return;
+      }
+      if (frame) cb(null, frame);
+      else this.stream.once('readable', recv);
+    };
+    recv();
+  }
+
+  checkSend() {
+    const sent = this.sentSinceLastCheck;
+    this.sentSinceLastCheck = false;
+    return sent;
+  }
+
+  checkRecv() {
+    const received = this.recvSinceLastCheck;
+    this.recvSinceLastCheck = false;
+    return received;
+  }
+
+  // The next decoded frame, reading from the stream as needed; false when none is complete.
+  recvFrame() {
+    while (this.incomingAt === this.incoming.length) {
+      const chunk = this.stream.read();
+      if (chunk === null) return false;
+      this.recvSinceLastCheck = true;
+      this.incoming.length = 0;
+      this.incomingAt = 0;
+      this.decode(this.session.receive(chunk));
+    }
+    const frame = this.incoming[this.incomingAt];
+    this.incoming[this.incomingAt++] = undefined;
+    if (frame instanceof Error) throw frame;
+    return frame;
+  }
+
+  // Turns the events of one read into frames, amqplib's shapes.
+  decode(pair) {
+    const reader = this.reader;
+    const t = pair[0];
+    let i = reader.load(pair);
+    while (i < t.length) {
+      const kind = t[i];
+      const channel = t[i + 1];
+      const id = t[i + 2];
+      const at = i + 4;
+      switch (kind) {
+        case EVENT_METHOD:
+          this.incoming.push({ id, channel, fields: reader.methodFields(id, t, at) });
+          break;
+        case EVENT_HEADER:
+          this.incoming.push({ id, channel, size: t[at], fields: reader.properties(id, t, at + 1) });
+          break;
+        case EVENT_BODY:
+          this.incoming.push({ channel, content: reader.obj(t[at]) });
+          break;
+        case EVENT_HEARTBEAT:
+          this.incoming.push(HEARTBEAT);
+          break;
+        case EVENT_ERROR: {
+          const err = new Error(reader.obj(t[at]));
+          err.code = id;
+          this.incoming.push(err);
+          break;
+        }
+      }
+      i += t[i + 3];
+    }
+  }
+
+  // ---------------------------------------------------------------- sending
+
+  // True while what waits to be written is under the limit; once it is not, the channels
+  // get 'drain' when it is again.
+  writable(record) {
+    const waiting = this.session.pendingOutput + this.stream.writableLength;
+    if (waiting < WRITE_LIMIT || (record && record.waiting <= record.highWaterMark)) return true;
+    this.drainOwed = true;
+    return false;
+  }
+
+  scheduleFlush() {
+    this.sentSinceLastCheck = true;
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      queueMicrotask(this.flush);
+    }
+  }
+
+  // Writes everything encoded so far, in one write, unless the stream asked us to wait.
+  flush() {
+    this.flushScheduled = false;
+    if (this.writeStalled) return;
+    const out = this.session.takeOutput();
+    if (out === null) return;
+    if (this.stream.write(out)) {
+      this.forgetWaiting();
+    } else {
+      this.writeStalled = true;
+      this.stream.once('drain', this.onStreamDrain);
+    }
+  }
+
+  // Everything has been handed to the stream: no channel has messages waiting.
+  forgetWaiting() {
+    for (let i = 1; i < this.channels.length; i++) {
+      const record = this.channels[i];
+      if (record) record.waiting = 0;
+    }
+  }
+
+  onStreamDrain() {
+    this.writeStalled = false;
+    this.forgetWaiting();
+    this.flush();
+    if (this.drainOwed && !this.writeStalled && this.session.pendingOutput < WRITE_LIMIT) {
+      this.drainOwed = false;
+      for (let i = 1; i < this.channels.length; i++) {
+        const record = this.channels[i];
+        if (record?.channel?.onBufferDrain) record.channel.onBufferDrain();
+      }
+    }
+  }
+
+  sendBytes(bytes) {
+    this.session.sendBytes(bytes);
+    this.scheduleFlush();
+  }
+
+  sendHeartbeat() {
+    this.session.sendHeartbeat();
+    this.scheduleFlush();
+  }
+
+  sendMethod(channel, method, fields) {
+    this.session.sendMethod(channel, method, fields);
+    this.scheduleFlush();
+    return this.writable();
+  }
+
+  sendMessage(channel, method, fields, properties, props, content) {
+    if (!Buffer.isBuffer(content)) throw new TypeError('content is not a buffer');
+    this.session.sendMessage(channel, method, fields, properties, props, content);
+    this.scheduleFlush();
+    const record = this.channels[channel];
+    if (record) record.waiting++;
+    return this.writable(record);
+  }
+}
+
+// Negotiates frameMax, channelMax and heartbeat from the server's tune and our wishes.
+function tune(tuned, server, wanted) {
+  tuned.frameMax = negotiate(server.frameMax, wanted.frameMax);
+  tuned.channelMax = negotiate(server.channelMax, wanted.channelMax);
+  if (wanted.heartbeat == null) tuned.heartbeat = server.heartbeat;
+  else if (wanted.heartbeat === 0) tuned.heartbeat = 0;
+  else tuned.heartbeat = negotiate(server.heartbeat, wanted.heartbeat);
+}
+
+// 0 means "no limit": whichever side sets a limit wins, else the lower of the two.
+function negotiate(server, desired) {
+  if (server === 0 || desired === 0) return Math.max(server, desired);
+  return Math.min(server, desired);
+}
+
+// Frame dispatch once open: to the channel the frame is for.
+function mainAccept(frame) {
+  const record = this.channels[frame.channel];
+  if (record) return record.channel.accept(frame);
+  this.closeWithError(
+    fmt('Frame on unknown channel %d', frame.channel),
+    constants.CHANNEL_ERROR,
+    new Error(fmt('Frame on unknown channel: %s', inspect(frame, false))),
+  );
+}
+
+// Channel 0 carries the connection's own methods.
+function channel0(connection) {
+  return (f) => {
+    if (f === HEARTBEAT) return; // already counted as activity
+    switch (f.id) {
+      case defs.ConnectionClose: {
+        connection.sendMethod(0, defs.ConnectionCloseOk, {});
+        const message = fmt('Connection closed: %s', closeMessage(f));
+        const stack = stackCapture(message);
+        const err = new Error(message);
+        err.code = f.fields.replyCode;
+        if (isFatalError(err)) safeEmit(connection, 'error', err);
+        connection.toClosed(stack, err);
+        break;
+      }
+      case defs.ConnectionBlocked:
+        connection.blocked = true;
+        safeEmit(connection, 'blocked', f.fields.reason);
+        break;
+      case defs.ConnectionUnblocked:
+        connection.blocked = false;
+        safeEmit(connection, 'unblocked');
+        break;
+      case defs.ConnectionUpdateSecretOk:
+        safeEmit(connection, 'update-secret-ok');
+        break;
+      default:
+        connection.closeWithError(
+          'Unexpected frame on channel 0',
+          constants.UNEXPECTED_FRAME,
+          new Error(fmt('Unexpected frame on channel 0: %s', inspect(f, false))),
+        );
+    }
+  };
+}
+
+function invalidOp(msg, stack) {
+  return () => {
+    throw new IllegalOperationError(msg, stack);
+  };
+}
+
+function invalidateSend(conn, msg, stack) {
+  conn.sendMethod = conn.sendMessage = invalidOp(msg, stack);
+}
+
+// Streams that are not Duplexes (old-style) get a Duplex around them.
+function wrapStream(s) {
+  if (s instanceof Duplex) return s;
+  const ws = new Duplex();
+  ws.wrap(s);
+  ws._write = (chunk, encoding, callback) => s.write(chunk, encoding, callback);
+  return ws;
+}
+
+// Closes with these codes are not errors: a forced close by an operator, or a clean one.
+function isFatalError(error) {
+  switch (error?.code) {
+    case constants.CONNECTION_FORCED:
+    case constants.REPLY_SUCCESS:
+      return false;
+    default:
+      return true;
+  }
+}
+
+module.exports = { Connection, isFatalError };

@@ -1,0 +1,50 @@
+'use strict';
+// The protocol definitions under the names amqplib's lib/defs.js exports: method and
+// properties ids, their descriptions (`info`), constants, and the codec entry points, all
+// backed by the native core.
+
+const native = require('./native');
+const spec = require('./spec');
+const { TapeReader } = require('./tape');
+
+const defs = {
+  constants: spec.constants,
+  constant_strs: spec.constant_strs,
+  FRAME_OVERHEAD: 8,
+};
+
+const infoById = new Map();
+for (const method of spec.methods) {
+  const info = { id: method.id, classId: method.classId, methodId: method.methodId, name: method.name, args: method.args };
+  defs[method.name] = method.id;
+  defs[`methodInfo${method.name}`] = info;
+  infoById.set(method.id, info);
+}
+const propertyClasses = new Set();
+for (const props of spec.properties) {
+  const info = { id: props.id, name: props.name, args: props.args };
+  defs[props.name] = props.id;
+  defs[`propertiesInfo${props.name}`] = info;
+  infoById.set(props.id, info);
+  propertyClasses.add(props.id);
+}
+
+defs.info = (id) => infoById.get(id);
+
+defs.encodeMethod = (id, channel, fields) => native.encodeMethod(id, channel, fields);
+
+defs.encodeProperties = (id, channel, size, fields) => native.encodeProperties(id, channel, size, fields);
+
+// Decodes method arguments (the payload after the method id), or content properties (the
+// flags and values after the body size) when `id` is a properties class.
+defs.decode = (id, buf) => {
+  const reader = new TapeReader();
+  if (propertyClasses.has(id)) {
+    const pair = native.decodeProperties(id, buf);
+    return reader.properties(id, pair[0], reader.load(pair));
+  }
+  const pair = native.decodeMethod(id, buf);
+  return reader.methodFields(id, pair[0], reader.load(pair));
+};
+
+module.exports = defs;

@@ -1,0 +1,112 @@
+'use strict';
+// Reads the event tape the native core hands over for each read (see src/tape.rs): a
+// Float64Array of slots and an array of objects, turned into frames by the generated
+// readers of lib/spec.js. Interned strings arrive once and are kept here by id.
+
+const { readers, propertyReaders } = require('./spec');
+
+const EVENT_ERROR = 0;
+const EVENT_METHOD = 1;
+const EVENT_HEADER = 2;
+const EVENT_BODY = 3;
+const EVENT_HEARTBEAT = 8;
+
+const TAG = {
+  b: 98, B: 66, s: 115, u: 117, I: 73, i: 105, l: 108, T: 84, d: 100, f: 102,
+  t: 116, V: 86, D: 68, S: 83, x: 120, F: 70, A: 65,
+};
+
+class TapeReader {
+  constructor() {
+    this.strings = [];
+    this.objects = null;
+    this.pos = 0;
+    // Slots of the string-table header before the events: table positions count from here.
+    this.base = 0;
+  }
+
+  // Takes `[tape, objects]` from the native side; returns the tape and the index of its
+  // first event.
+  load(pair) {
+    const tape = pair[0];
+    const objects = pair[1];
+    this.objects = objects;
+    if (tape[0] === 1) this.strings.length = 0;
+    const fresh = tape[1];
+    let i = 2;
+    for (let n = 0; n < fresh; n++, i += 2) this.strings[tape[i]] = objects[tape[i + 1]];
+    this.base = i;
+    return i;
+  }
+
+  str(slot) {
+    return slot >= 0 ? this.strings[slot] : this.objects[-slot - 1];
+  }
+
+  obj(slot) {
+    return this.objects[slot];
+  }
+
+  // A table argument: slot i holds the first slot of its entries (counted from the first
+  // event), slot i + 1 their count.
+  table(t, i) {
+    this.pos = this.base + t[i];
+    return this.entries(t, this.pos + t[i + 1]);
+  }
+
+  entries(t, end) {
+    const table = {};
+    while (this.pos < end) {
+      const key = this.str(t[this.pos++]);
+      table[key] = this.value(t);
+    }
+    return table;
+  }
+
+  value(t) {
+    const tag = t[this.pos++];
+    switch (tag) {
+      case TAG.V:
+        return null;
+      case TAG.t:
+        return t[this.pos++] !== 0;
+      case TAG.S:
+        return this.str(t[this.pos++]);
+      case TAG.x:
+        return this.obj(t[this.pos++]);
+      case TAG.T:
+        return { '!': 'timestamp', value: t[this.pos++] };
+      case TAG.D: {
+        const places = t[this.pos++];
+        const digits = t[this.pos++];
+        return { '!': 'decimal', value: { places, digits } };
+      }
+      case TAG.F: {
+        const count = t[this.pos++];
+        return this.entries(t, this.pos + count);
+      }
+      case TAG.A: {
+        const count = t[this.pos++];
+        const end = this.pos + count;
+        const items = [];
+        while (this.pos < end) items.push(this.value(t));
+        return items;
+      }
+      default:
+        return t[this.pos++];
+    }
+  }
+
+  methodFields(id, t, i) {
+    return readers[id](t, i, this);
+  }
+
+  // Properties as amqplib decodes them: {} when no flag is set, else every key, with
+  // undefined for those absent.
+  properties(classId, t, i) {
+    const flags = t[i];
+    return flags === 0 ? {} : propertyReaders[classId](t, i, this, flags);
+  }
+}
+
+module.exports = { TapeReader, EVENT_ERROR, EVENT_METHOD, EVENT_HEADER, EVENT_BODY, EVENT_HEARTBEAT };
