@@ -255,3 +255,147 @@ impl Session {
         self.out.extend_from_slice(bytes);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::test_value::{TapeView, TestValue};
+    use crate::tape::{EVENT_ERROR, EVENT_HEARTBEAT};
+    use proptest::prelude::*;
+
+    /// (kind, channel, id) of each event of the last receive, and the fields of methods.
+    fn events(session: &Session) -> Vec<(u8, u16, u32)> {
+        let slots = session.tape.to_slots();
+        let view = TapeView::new(&slots, &session.tape, session.read_buffer());
+        let mut out = Vec::new();
+        let mut i = view.base;
+        while i < slots.len() {
+            out.push((slots[i] as u8, slots[i + 1] as u16, slots[i + 2] as u32));
+            i += slots[i + 3] as usize;
+        }
+        out
+    }
+
+    fn deliver_fields(tag: &str) -> TestValue {
+        TestValue::object(&[
+            ("consumerTag", TestValue::Str(tag.into())),
+            ("deliveryTag", TestValue::Num(1.0)),
+            ("exchange", TestValue::Str("ex".into())),
+            ("routingKey", TestValue::Str("rk".into())),
+        ])
+    }
+
+    /// The bytes a server would send for one delivery of `body` on channel 1.
+    fn delivery(body: &[u8], frame_max: usize) -> Vec<u8> {
+        let mut server = Session::new();
+        server.set_frame_max(frame_max);
+        let props = TestValue::object(&[("contentType", TestValue::Str("text/plain".into()))]);
+        server.send_message(1, spec::BASIC_DELIVER.id, &deliver_fields("ctag"), 60, &props, body).unwrap();
+        server.out
+    }
+
+    #[test]
+    fn a_delivery_is_method_header_and_one_assembled_body() {
+        let body: Vec<u8> = (0..10_000u32).map(|n| n as u8).collect();
+        let mut client = Session::new();
+        client.receive(&delivery(&body, 4096));
+        assert_eq!(
+            events(&client),
+            vec![(EVENT_METHOD, 1, spec::BASIC_DELIVER.id), (EVENT_HEADER, 1, 60), (EVENT_BODY, 1, 0)]
+        );
+        let content = client.tape.objects.iter().find_map(|o| match o {
+            Obj::Content(c) => Some(c),
+            _ => None,
+        });
+        let content = content.expect("a body");
+        assert_eq!(content, &body);
+        assert_eq!(content.capacity(), body.len(), "exactly its size");
+    }
+
+    #[test]
+    fn split_at_every_byte_gives_the_same_events() {
+        let bytes = [delivery(b"hello world", 4096), frame::HEARTBEAT.to_vec()].concat();
+        for cut in 0..bytes.len() {
+            let mut client = Session::new();
+            client.receive(&bytes[..cut]);
+            let mut seen = events(&client);
+            client.receive(&bytes[cut..]);
+            seen.extend(events(&client));
+            assert_eq!(seen.len(), 4, "cut at {cut}");
+            assert_eq!(seen[3].0, EVENT_HEARTBEAT);
+        }
+    }
+
+    #[test]
+    fn repeated_strings_are_sent_to_js_once() {
+        let mut client = Session::new();
+        client.receive(&delivery(b"a", 4096));
+        let first = client.tape.to_slots()[1];
+        client.receive(&delivery(b"b", 4096));
+        let second = client.tape.to_slots()[1];
+        assert!(first >= 4.0, "consumer tag, exchange, routing key, content type are new");
+        assert_eq!(second, 0.0, "and found, not decoded, the second time");
+    }
+
+    #[test]
+    fn a_header_declaring_an_enormous_body_reserves_a_bounded_amount() {
+        let mut server = Session::new();
+        server.send_method(1, spec::BASIC_DELIVER.id, &deliver_fields("t")).unwrap();
+        let mut header = Vec::new();
+        frame::write_header(&mut header, 1, &spec::BASIC_PROPERTIES, u64::MAX / 2, &TestValue::object(&[])).unwrap();
+        let mut client = Session::new();
+        client.receive(&[server.out, header].concat());
+        let reserved: usize = client.assemblies.values().map(|a| a.content.capacity()).sum();
+        assert!(reserved as u64 <= MAX_CONTENT_RESERVE);
+    }
+
+    fn error_code(session: &Session) -> Option<u32> {
+        events(session).into_iter().find(|e| e.0 == EVENT_ERROR).map(|e| e.2)
+    }
+
+    #[test]
+    fn hostile_frames_are_errors_and_later_bytes_are_ignored() {
+        let oversize = [3u8, 0, 1, 0, 0, 0x20, 0];
+        let mut client = Session::new();
+        client.set_frame_max(4096);
+        client.receive(&oversize);
+        assert_eq!(error_code(&client), Some(FRAME_ERROR));
+        client.receive(&frame::HEARTBEAT);
+        assert!(events(&client).is_empty());
+
+        let mut unknown_type = frame::HEARTBEAT;
+        unknown_type[0] = 9;
+        let mut client = Session::new();
+        client.receive(&unknown_type);
+        assert_eq!(error_code(&client), Some(FRAME_ERROR));
+
+        let mut too_long = delivery(b"abc", 4096);
+        let body_at = too_long.len() - 11; // 7 header bytes, 3 of body, frame-end
+        too_long[body_at + 6] = 4; // the body frame claims 4 bytes where the header said 3
+        too_long.insert(too_long.len() - 1, b'd');
+        let mut client = Session::new();
+        client.receive(&too_long);
+        assert_eq!(error_code(&client), Some(UNEXPECTED_FRAME));
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
+            let mut client = Session::new();
+            client.receive(&bytes);
+            client.receive(&bytes);
+        }
+
+        #[test]
+        fn mutated_deliveries_never_panic(at in 0usize..200, byte in any::<u8>(), cut in 0usize..200) {
+            let mut bytes = [delivery(b"some content", 4096), delivery(&[7; 300], 4096)].concat();
+            let at = at % bytes.len();
+            bytes[at] = byte;
+            let cut = cut % bytes.len();
+            let mut client = Session::new();
+            client.receive(&bytes[..cut]);
+            client.receive(&bytes[cut..]);
+            prop_assert!(client.read_buffer().len() <= bytes.len());
+        }
+    }
+}

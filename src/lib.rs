@@ -18,4 +18,6 @@ pub mod spec_types;
 pub mod strings;
 pub mod tape;
 
+// Under `cargo test` the exported functions have no caller, which is expected.
+#[cfg_attr(test, allow(dead_code))]
 mod bindings;
