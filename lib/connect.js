@@ -12,6 +12,7 @@
 // "Field 'frameMax' is the wrong type").
 
 const net = require('node:net');
+const { NativeSocket } = require('./native_socket');
 const tls = require('node:tls');
 const QS = require('node:querystring');
 const credentials = require('./credentials');
@@ -172,7 +173,7 @@ function prepareConnect(url, socketOptions) {
 // The transport. Kept behind one function so it can be replaced without
 // touching the parsing or the open sequence.
 function openSocket(protocol, sockopts, onConnect) {
-  if (protocol === 'amqp:') return net.connect(sockopts, onConnect);
+  if (protocol === 'amqp:') return NativeSocket.connect(sockopts, onConnect);
   if (protocol === 'amqps:') return tls.connect(sockopts, onConnect);
   throw new Error(`Expected amqp: or amqps: as the protocol; got ${protocol}`);
 }

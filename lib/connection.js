@@ -12,6 +12,7 @@ const EventEmitter = require('node:events');
 const { Duplex } = require('node:stream');
 const { format: fmt } = require('node:util');
 const native = require('./native');
+const { NativeSocket } = require('./native_socket');
 const defs = require('./defs');
 const { BitSet } = require('./bitset');
 const { Heart } = require('./heartbeat');
@@ -29,8 +30,11 @@ const WRITE_LIMIT = 4 * 1024 * 1024;
 class Connection extends EventEmitter {
   constructor(underlying) {
     super();
-    this.stream = wrapStream(underlying);
-    this.session = new native.Session();
+    // A native socket parses as it reads and writes from the session; any other stream
+    // hands us bytes and takes the session's output.
+    this.native = underlying instanceof NativeSocket;
+    this.stream = this.native ? underlying : wrapStream(underlying);
+    this.session = this.native ? underlying.session : new native.Session();
     this.reader = new TapeReader();
     // Frames decoded and not yet taken by recvFrame.
     this.incoming = [];
@@ -296,12 +300,12 @@ class Connection extends EventEmitter {
   // The next decoded frame, reading from the stream as needed; false when none is complete.
   recvFrame() {
     while (this.incomingAt === this.incoming.length) {
-      const chunk = this.stream.read();
-      if (chunk === null) return false;
+      const input = this.stream.read();
+      if (input === null) return false;
       this.recvSinceLastCheck = true;
       this.incoming.length = 0;
       this.incomingAt = 0;
-      this.decode(this.session.receive(chunk));
+      this.decode(this.native ? input : this.session.receive(input));
     }
     const frame = this.incoming[this.incomingAt];
     this.incoming[this.incomingAt++] = undefined;
@@ -366,14 +370,18 @@ class Connection extends EventEmitter {
   flush() {
     this.flushScheduled = false;
     if (this.writeStalled) return;
-    const out = this.session.takeOutput();
-    if (out === null) return;
-    if (this.stream.write(out)) {
+    if (this.native ? this.stream.flushOutput() : this.writeOutput()) {
       this.forgetWaiting();
     } else {
       this.writeStalled = true;
       this.stream.once('drain', this.onStreamDrain);
     }
+  }
+
+  // Hands the session's output to the stream; false when the stream asks us to wait.
+  writeOutput() {
+    const out = this.session.takeOutput();
+    return out === null || this.stream.write(out);
   }
 
   // Everything has been handed to the stream: no channel has messages waiting.

@@ -16,6 +16,8 @@ use std::collections::HashMap;
 
 /// Frame size limit before tuning, and when the peers agreed on "no limit" (frameMax 0).
 pub const UNTUNED_FRAME_MAX: usize = 16 * 1024 * 1024;
+/// Room made in the read buffer before each read from a socket.
+pub const READ_CHUNK: usize = 64 * 1024;
 /// The most a content header can make us allocate before its body arrives.
 pub const MAX_CONTENT_RESERVE: u64 = 8 * 1024 * 1024;
 
@@ -87,16 +89,46 @@ impl Session {
         &self.read
     }
 
-    /// Parses every complete frame of what has arrived so far onto a fresh tape.
+    /// Parses every complete frame of what has arrived so far, plus `chunk`, onto a fresh tape.
     pub fn receive(&mut self, chunk: &[u8]) {
+        self.begin_receive();
+        if !self.failed {
+            self.read.extend_from_slice(chunk);
+        }
+        self.parse_received();
+    }
+
+    /// Like [`receive`](Self::receive), reading straight into the read buffer: `read` is given
+    /// the buffer's spare capacity (at least [`READ_CHUNK`] bytes) and returns how much it
+    /// filled. This is how a socket owned by the native side avoids a copy per read.
+    pub fn receive_with<F>(&mut self, read: F) -> std::io::Result<usize>
+    where
+        F: FnOnce(&mut [std::mem::MaybeUninit<u8>]) -> std::io::Result<usize>,
+    {
+        self.begin_receive();
+        self.read.reserve(READ_CHUNK);
+        let spare = self.read.spare_capacity_mut();
+        let filled = read(spare)?;
+        assert!(filled <= spare.len(), "a read cannot fill more than it was given");
+        // SAFETY: `read` initialised the first `filled` bytes of the spare capacity.
+        unsafe { self.read.set_len(self.read.len() + filled) };
+        self.parse_received();
+        Ok(filled)
+    }
+
+    fn begin_receive(&mut self) {
         self.tape.clear();
         self.strings.reset_if_full(&mut self.tape);
         self.read.drain(..self.consumed);
         self.consumed = 0;
+    }
+
+    fn parse_received(&mut self) {
         if self.failed {
+            // Nothing after a framing error can be trusted; keep reading only to see the end.
+            self.read.clear();
             return;
         }
-        self.read.extend_from_slice(chunk);
         let max = self.max_payload();
         let mut pos = 0;
         loop {
@@ -116,6 +148,29 @@ impl Session {
             }
         }
         self.consumed = pos;
+    }
+
+    /// Writes out what is waiting through `write` until all is written or the writer would
+    /// block; keeps the rest, in order, for the next call. True when nothing is left.
+    pub fn write_with<F>(&mut self, mut write: F) -> std::io::Result<bool>
+    where
+        F: FnMut(&[u8]) -> std::io::Result<usize>,
+    {
+        let mut written = 0;
+        let result = loop {
+            if written == self.out.len() {
+                break Ok(true);
+            }
+            match write(&self.out[written..]) {
+                Ok(0) => break Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => written += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break Ok(false),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => break Err(e),
+            }
+        };
+        self.out.drain(..written);
+        result
     }
 
     fn fail(&mut self, e: ProtocolError) {

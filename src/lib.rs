@@ -7,6 +7,7 @@
 //! - [`strings`]: the bounded interned-string table.
 //! - [`tape`]: how decoded events reach JS, one crossing per read.
 //! - [`connection`]: the sans-IO core of one connection (bytes in, events out).
+//! - [`transport`] and `uv`: the TCP socket owned by the native side, polled on Node's loop.
 //! - `bindings`: the Node-API surface over all of the above.
 
 pub mod codec;
@@ -17,6 +18,8 @@ pub mod spec;
 pub mod spec_types;
 pub mod strings;
 pub mod tape;
+pub mod transport;
+mod uv;
 
 // Under `cargo test` the exported functions have no caller, which is expected.
 #[cfg_attr(test, allow(dead_code))]

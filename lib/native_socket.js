@@ -1,0 +1,159 @@
+'use strict';
+// The amqp:// transport: a TCP socket read and written by the native session itself, on
+// Node's own event loop (src/bindings.rs, "the native socket"). It offers the connection the
+// parts of a net.Socket it uses; what it reads arrives already parsed, as the event tape of
+// each read (`read()` gives those, in order).
+
+const EventEmitter = require('node:events');
+const dns = require('node:dns');
+const util = require('node:util');
+const native = require('./native');
+
+const EVENT_CONNECT = 1;
+const EVENT_DATA = 2;
+const EVENT_DRAIN = 3;
+const EVENT_END = 4;
+const EVENT_ERROR = 5;
+const EVENT_CLOSE = 6;
+
+// An error shaped as Node's own socket errors are: `connect ECONNREFUSED 127.0.0.1:5672`.
+function systemError(errno, syscall, address, port) {
+  const code = util.getSystemErrorName(-errno);
+  const where = syscall === 'connect' ? ` ${address}:${port}` : '';
+  const err = new Error(`${syscall} ${code}${where}`);
+  Object.assign(err, { errno: -errno, code, syscall });
+  if (syscall === 'connect') Object.assign(err, { address, port });
+  return err;
+}
+
+class NativeSocket extends EventEmitter {
+  constructor() {
+    super();
+    this.session = new native.Session();
+    this.received = [];
+    this.open = false;
+    this.destroyed = false;
+    this.timeout = null;
+    this.writableLength = 0; // what waits is in the session, which the connection asks itself
+    this.onEvent = this.onEvent.bind(this);
+  }
+
+  // As net.connect: resolves `host`, connects to the first address, calls `onConnect`.
+  static connect(options, onConnect) {
+    const socket = new NativeSocket();
+    if (onConnect) socket.once('connect', onConnect);
+    socket.start(options);
+    return socket;
+  }
+
+  start({ host = 'localhost', port = 5672, family = 0 }) {
+    dns.lookup(host, { family }, (err, address) => {
+      if (this.destroyed) return;
+      if (err) return this.fail(err);
+      this.address = address;
+      this.port = port;
+      const errno = this.session.connectSocket(address, port, this.onEvent);
+      if (errno !== 0) this.fail(systemError(errno, 'connect', address, port));
+    });
+  }
+
+  onEvent(kind, a, b) {
+    switch (kind) {
+      case EVENT_CONNECT:
+        this.open = true;
+        this.touch();
+        this.emit('connect');
+        break;
+      case EVENT_DATA:
+        this.touch();
+        this.received.push(a);
+        this.emit('readable');
+        break;
+      case EVENT_DRAIN:
+        this.emit('drain');
+        break;
+      case EVENT_END:
+        this.open = false;
+        this.session.destroySocket();
+        this.emit('end');
+        this.closed();
+        break;
+      case EVENT_ERROR:
+        this.open = false;
+        this.fail(systemError(a, b, this.address, this.port));
+        break;
+      case EVENT_CLOSE:
+        this.closed();
+        break;
+    }
+  }
+
+  // The parsed events of the next read, or null.
+  read() {
+    return this.received.length > 0 ? this.received.shift() : null;
+  }
+
+  // Writes what the session has queued. False when the rest must wait ('drain' follows).
+  flushOutput() {
+    const status = this.session.flushSocket();
+    if (status < 0) {
+      process.nextTick(() => this.fail(systemError(-status, 'write')));
+      return true;
+    }
+    return status === 1;
+  }
+
+  setNoDelay(on = true) {
+    if (this.open) this.session.setNoDelay(on);
+    return this;
+  }
+
+  setKeepAlive(on = false, delayMs = 0) {
+    if (this.open) this.session.setKeepAlive(on, Math.floor(delayMs / 1000));
+    return this;
+  }
+
+  // As net's: 'timeout' after `ms` without activity; 0 turns it off.
+  setTimeout(ms, onTimeout) {
+    if (onTimeout) this.once('timeout', onTimeout);
+    this.timeoutMs = ms;
+    this.touch();
+    return this;
+  }
+
+  touch() {
+    if (this.timeout) clearTimeout(this.timeout);
+    this.timeout = this.timeoutMs > 0 ? setTimeout(() => this.emit('timeout'), this.timeoutMs) : null;
+  }
+
+  // Closes once everything queued is written.
+  end() {
+    if (this.destroyed) return this;
+    if (this.session.endSocket()) process.nextTick(() => this.closed());
+    return this;
+  }
+
+  destroy(err) {
+    if (this.destroyed) return this;
+    this.session.destroySocket();
+    if (err) process.nextTick(() => this.emit('error', err));
+    process.nextTick(() => this.closed());
+    return this;
+  }
+
+  fail(err) {
+    this.session.destroySocket();
+    this.emit('error', err);
+    this.closed();
+  }
+
+  closed() {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    this.open = false;
+    if (this.timeout) clearTimeout(this.timeout);
+    this.emit('close');
+  }
+}
+
+module.exports = { NativeSocket };
