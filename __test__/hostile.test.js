@@ -1,0 +1,175 @@
+'use strict';
+// A server that misbehaves: the client reports a connection or channel error with the
+// spec's code, closes what must be closed, and the process carries on.
+
+const { describe, it } = require('node:test');
+const assert = require('node:assert');
+const amqp = require('../index');
+const defs = require('../lib/defs');
+const { fakeServer } = require('./fake_server');
+
+const { constants } = defs;
+const FRAME_END = constants.FRAME_END;
+
+function frame(type, channel, payload) {
+  const head = Buffer.alloc(7);
+  head[0] = type;
+  head.writeUInt16BE(channel, 1);
+  head.writeUInt32BE(payload.length, 3);
+  return Buffer.concat([head, payload, Buffer.from([FRAME_END])]);
+}
+
+function methodPayload(id, args = Buffer.alloc(0)) {
+  const idBytes = Buffer.alloc(4);
+  idBytes.writeUInt32BE(id);
+  return Buffer.concat([idBytes, args]);
+}
+
+// Connects to a server that sends `bytes` once the connection is open (and answers the
+// client's connection.close, if it sends one); resolves to the connection error and whether
+// 'close' followed.
+async function connectionErrorFrom(bytes, options) {
+  const server = await fakeServer(({ send, sendRaw, expect }) => {
+    sendRaw(bytes);
+    expect(defs.ConnectionClose).then(() => send(defs.ConnectionCloseOk, {}), () => {});
+  }, options);
+  try {
+    const conn = await amqp.connect(server.url);
+    return await new Promise((resolve) => {
+      let error = null;
+      conn.on('error', (err) => {
+        error = err;
+      });
+      conn.on('close', () => resolve({ error, closed: true }));
+    });
+  } finally {
+    await server.close();
+  }
+}
+
+describe('hostile servers', () => {
+  it('garbage after the handshake is a frame error', async () => {
+    const { error, closed } = await connectionErrorFrom(Buffer.from('HTTP/1.1 400 Bad Request\r\n\r\n'));
+    assert.ok(closed);
+    assert.match(error.message, /Unknown frame type|Invalid frame|exceeds frame max/);
+  });
+
+  it('a frame over the negotiated frameMax is refused before its bytes arrive', async () => {
+    const head = Buffer.from([constants.FRAME_BODY, 0, 1, 0, 1, 0, 0]); // 65536 bytes declared
+    const { error } = await connectionErrorFrom(head);
+    assert.match(error.message, /Frame size 65536 exceeds frame max/);
+    assert.strictEqual(error.code, constants.FRAME_ERROR);
+  });
+
+  it('a bad frame-end octet', async () => {
+    const bad = frame(constants.FRAME_HEARTBEAT, 0, Buffer.alloc(0));
+    bad[bad.length - 1] = 0;
+    const { error } = await connectionErrorFrom(bad);
+    assert.match(error.message, /Invalid frame/);
+  });
+
+  it('an unknown method id', async () => {
+    const { error } = await connectionErrorFrom(frame(constants.FRAME_METHOD, 0, methodPayload(0x00ff00ff)));
+    assert.match(error.message, /Unknown class\/method ID/);
+  });
+
+  it('an unknown frame type', async () => {
+    const { error } = await connectionErrorFrom(frame(9, 0, Buffer.alloc(0)));
+    assert.match(error.message, /Unknown frame type 9/);
+  });
+
+  it('truncated method arguments', async () => {
+    // connection.close needs a reply code, text, class and method: give it two bytes.
+    const { error } = await connectionErrorFrom(frame(constants.FRAME_METHOD, 0, methodPayload(defs.ConnectionClose, Buffer.from([1, 2]))));
+    assert.ok(error, 'an error was reported');
+  });
+
+  it('a lying table length', async () => {
+    // channel.open-ok's longstr claims 1000 bytes but carries 3.
+    const args = Buffer.from([0, 0, 3, 232, 1, 2, 3]);
+    const { error } = await connectionErrorFrom(frame(constants.FRAME_METHOD, 1, methodPayload(defs.ChannelOpenOk, args)));
+    assert.ok(error);
+  });
+
+  it('tables nested without bound', async () => {
+    // A content header whose headers table nests 10,000 deep: refused, not recursed into.
+    const depth = 10000;
+    let table = Buffer.alloc(0);
+    for (let i = 0; i < depth; i++) table = Buffer.concat([Buffer.from([1, 107, 70]), lenOf(table), table]);
+    const flags = Buffer.from([0x20, 0x00]); // headers present
+    const header = Buffer.concat([Buffer.from([0, 60, 0, 0]), Buffer.alloc(8), flags, lenOf(table), table]);
+    const { error } = await connectionErrorFrom(frame(constants.FRAME_HEADER, 1, header), { frameMax: 131072 });
+    assert.match(error.message, /nested more than/);
+  });
+
+  it('frames for a channel never opened', async () => {
+    const { error } = await connectionErrorFrom(frame(constants.FRAME_METHOD, 7, methodPayload(defs.BasicQosOk)));
+    assert.match(error.message, /Frame on unknown channel/);
+  });
+
+  it('a body longer than its header declared', async () => {
+    const props = Buffer.concat([Buffer.from([0, 60, 0, 0]), u64(3), Buffer.from([0, 0])]);
+    const bytes = Buffer.concat([frame(constants.FRAME_HEADER, 1, props), frame(constants.FRAME_BODY, 1, Buffer.from('abcd'))]);
+    const { error } = await connectionErrorFrom(bytes);
+    assert.match(error.message, /longer than its header declared/);
+    assert.strictEqual(error.code, constants.UNEXPECTED_FRAME);
+  });
+
+  it('a header declaring an enormous body, then nothing: memory stays bounded', async () => {
+    const before = process.memoryUsage().rss;
+    const props = Buffer.concat([Buffer.from([0, 60, 0, 0]), u64(2 ** 50), Buffer.from([0, 0])]);
+    const server = await fakeServer(async ({ send, sendRaw, expect }) => {
+      const open = await expect(defs.ChannelOpen);
+      send(defs.ChannelOpenOk, { channelId: Buffer.alloc(0) }, open.channel);
+      await expect(defs.BasicConsume);
+      send(defs.BasicConsumeOk, { consumerTag: 'c' }, open.channel);
+      send(defs.BasicDeliver, { consumerTag: 'c', deliveryTag: 1, exchange: '', routingKey: 'q' }, open.channel);
+      sendRaw(frame(constants.FRAME_HEADER, open.channel, props));
+      sendRaw(frame(constants.FRAME_BODY, open.channel, Buffer.alloc(1000)));
+    });
+    const conn = await amqp.connect(server.url);
+    const ch = await conn.createChannel();
+    let delivered = false;
+    await ch.consume('q', () => {
+      delivered = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.strictEqual(delivered, false);
+    assert.ok(process.memoryUsage().rss - before < 64 * 1024 * 1024, 'no allocation for the declared size');
+    conn.connection.stream.destroy();
+    await server.close();
+  });
+
+  it('a delivery to an unknown consumer closes the channel with an error', async () => {
+    const server = await fakeServer(async ({ send, sendRaw, expect }) => {
+      const open = await expect(defs.ChannelOpen);
+      send(defs.ChannelOpenOk, { channelId: Buffer.alloc(0) }, open.channel);
+      send(defs.BasicDeliver, { consumerTag: 'nobody', deliveryTag: 1, exchange: '', routingKey: 'q' }, open.channel);
+      const props = Buffer.concat([Buffer.from([0, 60, 0, 0]), u64(0), Buffer.from([0, 0])]);
+      sendRaw(frame(constants.FRAME_HEADER, open.channel, props));
+      await expect(defs.ChannelClose);
+      send(defs.ChannelCloseOk, {}, open.channel);
+    });
+    const conn = await amqp.connect(server.url);
+    const ch = await conn.createChannel();
+    const closed = new Promise((resolve) => ch.on('close', resolve));
+    const error = await new Promise((resolve) => ch.on('error', resolve));
+    assert.match(error.message, /Unknown consumer: nobody/);
+    assert.strictEqual(error.code, constants.INTERNAL_ERROR);
+    await closed;
+    conn.connection.stream.destroy();
+    await server.close();
+  });
+});
+
+function lenOf(buffer) {
+  const len = Buffer.alloc(4);
+  len.writeUInt32BE(buffer.length);
+  return len;
+}
+
+function u64(n) {
+  const b = Buffer.alloc(8);
+  b.writeBigUInt64BE(BigInt(n));
+  return b;
+}
