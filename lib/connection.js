@@ -372,6 +372,7 @@ class Connection extends EventEmitter {
     if (this.writeStalled) return;
     if (this.native ? this.stream.flushOutput() : this.writeOutput()) {
       this.forgetWaiting();
+      this.releaseDrain();
     } else {
       this.writeStalled = true;
       this.stream.once('drain', this.onStreamDrain);
@@ -396,12 +397,16 @@ class Connection extends EventEmitter {
     this.writeStalled = false;
     this.forgetWaiting();
     this.flush();
-    if (this.drainOwed && !this.writeStalled && this.session.pendingOutput < WRITE_LIMIT) {
-      this.drainOwed = false;
-      for (let i = 1; i < this.channels.length; i++) {
-        const record = this.channels[i];
-        if (record?.channel?.onBufferDrain) record.channel.onBufferDrain();
-      }
+  }
+
+  // Publishes reported false: once what waits is under the limit again, say so on every
+  // channel (a flush that wrote everything at once counts too).
+  releaseDrain() {
+    if (!this.drainOwed || this.session.pendingOutput >= WRITE_LIMIT) return;
+    this.drainOwed = false;
+    for (let i = 1; i < this.channels.length; i++) {
+      const record = this.channels[i];
+      if (record?.channel?.onBufferDrain) record.channel.onBufferDrain();
     }
   }
 

@@ -17,6 +17,7 @@ use std::ffi::{c_int, c_void};
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
+use std::collections::HashMap;
 use std::ptr;
 
 // ---------------------------------------------------------------- errors
@@ -67,11 +68,40 @@ impl JsVal {
         JsVal::new(env.raw(), value.raw())
     }
 
-    fn key(&self, key: &str) -> crate::codec::Result<sys::napi_value> {
-        let mut out = ptr::null_mut();
-        // SAFETY: env is live for the call; key points at key.len() valid bytes.
-        check(unsafe { sys::napi_create_string_utf8(self.env, key.as_ptr().cast(), key.len() as isize, &mut out) })?;
-        Ok(out)
+    /// The JS string for a property name, made once per thread (each thread has one env) and
+    /// kept in a JS array: fetching it back is cheaper than making and internalising a new
+    /// string for every property read of every publish.
+    fn key(&self, key: &'static str) -> crate::codec::Result<sys::napi_value> {
+        thread_local! {
+            static KEYS: std::cell::RefCell<Option<(sys::napi_ref, HashMap<&'static str, u32>)>> =
+                const { std::cell::RefCell::new(None) };
+        }
+        KEYS.with(|cell| {
+            let mut cell = cell.borrow_mut();
+            if cell.is_none() {
+                let mut array = ptr::null_mut();
+                let mut reference = ptr::null_mut();
+                // SAFETY: env is live for the call; the array is kept by a strong reference.
+                check(unsafe { sys::napi_create_array(self.env, &mut array) })?;
+                check(unsafe { sys::napi_create_reference(self.env, array, 1, &mut reference) })?;
+                *cell = Some((reference, HashMap::new()));
+            }
+            let (reference, indices) = cell.as_mut().expect("initialised above");
+            let mut array = ptr::null_mut();
+            let mut out = ptr::null_mut();
+            // SAFETY: the reference is strong, so the array is live.
+            check(unsafe { sys::napi_get_reference_value(self.env, *reference, &mut array) })?;
+            if let Some(&index) = indices.get(key) {
+                check(unsafe { sys::napi_get_element(self.env, array, index, &mut out) })?;
+                return Ok(out);
+            }
+            // SAFETY: key points at key.len() valid bytes.
+            check(unsafe { sys::napi_create_string_utf8(self.env, key.as_ptr().cast(), key.len() as isize, &mut out) })?;
+            let index = indices.len() as u32;
+            check(unsafe { sys::napi_set_element(self.env, array, index, out) })?;
+            indices.insert(key, index);
+            Ok(out)
+        })
     }
 
     fn string_of(&self, value: sys::napi_value) -> crate::codec::Result<String> {
@@ -185,14 +215,14 @@ impl Value for JsVal {
             .collect()
     }
 
-    fn get(&self, key: &str) -> crate::codec::Result<Self> {
+    fn get(&self, key: &'static str) -> crate::codec::Result<Self> {
         let mut value = ptr::null_mut();
         let key = self.key(key)?;
         check(unsafe { sys::napi_get_property(self.env, self.value, key, &mut value) })?;
         Ok(JsVal::new(self.env, value))
     }
 
-    fn has_own(&self, key: &str) -> crate::codec::Result<bool> {
+    fn has_own(&self, key: &'static str) -> crate::codec::Result<bool> {
         let mut out = false;
         let key = self.key(key)?;
         check(unsafe { sys::napi_has_own_property(self.env, self.value, key, &mut out) })?;

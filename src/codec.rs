@@ -109,8 +109,9 @@ pub trait Value: Sized {
     fn items(&self) -> Result<Vec<Self>>;
     /// Enumerable string-keyed properties, in `for...in` order.
     fn entries(&self) -> Result<Vec<(String, Self)>>;
-    fn get(&self, key: &str) -> Result<Self>;
-    fn has_own(&self, key: &str) -> Result<bool>;
+    /// Property names are the protocol's own (static), so sources may cache their keys.
+    fn get(&self, key: &'static str) -> Result<Self>;
+    fn has_own(&self, key: &'static str) -> Result<bool>;
 }
 
 // ---------------------------------------------------------------- primitive writers
@@ -785,7 +786,7 @@ pub mod test_value {
             }
         }
 
-        fn get(&self, key: &str) -> Result<Self> {
+        fn get(&self, key: &'static str) -> Result<Self> {
             Ok(self
                 .entries()?
                 .into_iter()
@@ -794,7 +795,7 @@ pub mod test_value {
                 .unwrap_or(TestValue::Undefined))
         }
 
-        fn has_own(&self, key: &str) -> Result<bool> {
+        fn has_own(&self, key: &'static str) -> Result<bool> {
             Ok(self.entries()?.iter().any(|(k, _)| k == key))
         }
     }

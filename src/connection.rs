@@ -230,8 +230,8 @@ impl Session {
         }
         self.tape.end_event(at);
         if body_size > 0 {
-            let reserve = body_size.min(MAX_CONTENT_RESERVE) as usize;
-            self.assemblies.insert(channel, Assembly { remaining: body_size, content: Vec::with_capacity(reserve) });
+            // Nothing is allocated until the body arrives: most bodies come in one frame.
+            self.assemblies.insert(channel, Assembly { remaining: body_size, content: Vec::new() });
         } else {
             self.assemblies.remove(&channel);
         }
@@ -252,6 +252,17 @@ impl Session {
                 code: UNEXPECTED_FRAME,
                 message: format!("Content body on channel {channel} longer than its header declared"),
             });
+        }
+        if assembly.content.is_empty() && piece.len() as u64 == assembly.remaining {
+            // The whole body in one frame: JS copies it straight from the read buffer into a
+            // Buffer of its own, with no assembly in between.
+            self.assemblies.remove(&channel);
+            let content = self.tape.object(Obj::Bytes { start: from, len: to - from });
+            self.emit_body(channel, content);
+            return Ok(());
+        }
+        if assembly.content.capacity() == 0 {
+            assembly.content.reserve_exact(assembly.remaining.min(MAX_CONTENT_RESERVE) as usize);
         }
         assembly.content.extend_from_slice(piece);
         assembly.remaining -= piece.len() as u64;
@@ -368,6 +379,18 @@ mod tests {
     }
 
     #[test]
+    fn a_body_in_one_frame_is_handed_over_from_the_read_buffer() {
+        let mut client = Session::new();
+        client.receive(&delivery(b"small", 4096));
+        let bytes = client.tape.objects.iter().find_map(|o| match o {
+            Obj::Bytes { start, len } => Some(&client.read_buffer()[*start..start + len]),
+            _ => None,
+        });
+        assert_eq!(bytes, Some(&b"small"[..]));
+        assert!(client.assemblies.is_empty());
+    }
+
+    #[test]
     fn split_at_every_byte_gives_the_same_events() {
         let bytes = [delivery(b"hello world", 4096), frame::HEARTBEAT.to_vec()].concat();
         for cut in 0..bytes.len() {
@@ -400,6 +423,11 @@ mod tests {
         frame::write_header(&mut header, 1, &spec::BASIC_PROPERTIES, u64::MAX / 2, &TestValue::object(&[])).unwrap();
         let mut client = Session::new();
         client.receive(&[server.out, header].concat());
+        let reserved: usize = client.assemblies.values().map(|a| a.content.capacity()).sum();
+        assert_eq!(reserved, 0, "nothing is reserved before the body arrives");
+        let mut body = Vec::new();
+        frame::write_body(&mut body, 1, &[0; 1000], 4096);
+        client.receive(&body);
         let reserved: usize = client.assemblies.values().map(|a| a.content.capacity()).sum();
         assert!(reserved as u64 <= MAX_CONTENT_RESERVE);
     }

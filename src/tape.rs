@@ -26,7 +26,8 @@ pub const EVENT_HEARTBEAT: u8 = 8;
 pub enum Obj {
     /// UTF-8 text at `start..start + len` of the buffer being decoded.
     Str { start: usize, len: usize },
-    /// Bytes at `start..start + len` of the buffer being decoded, to be copied into a Buffer.
+    /// Bytes at `start..start + len` of the buffer being decoded, to be copied into a Buffer
+    /// (a longstr, a byte array in a table, or a body that arrived in one frame).
     Bytes { start: usize, len: usize },
     /// A message body, already assembled; becomes a Buffer without another copy.
     Content(Vec<u8>),

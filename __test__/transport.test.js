@@ -1,0 +1,153 @@
+'use strict';
+// The transports against the real broker: the native TCP socket (write coalescing, replies
+// within the read, backpressure through a slow link) and TLS through tls.connect.
+
+const { describe, it, before, after } = require('node:test');
+const assert = require('node:assert');
+const net = require('node:net');
+const tls = require('node:tls');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { execFileSync } = require('node:child_process');
+const amqp = require('../index');
+
+const BROKER_URL = process.env.AMQP_URL || 'amqp://localhost';
+const BROKER = new globalThis.URL(BROKER_URL);
+const BROKER_HOST = BROKER.hostname === 'localhost' ? '127.0.0.1' : BROKER.hostname;
+const BROKER_PORT = Number(BROKER.port) || 5672;
+
+
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+
+// The broker counts a queue's messages a little after taking them: ask until they are all in.
+async function queuedCount(ch, queue, expected) {
+  let count = 0;
+  for (let i = 0; i < 100 && count < expected; i++) {
+    count = (await ch.checkQueue(queue)).messageCount;
+    if (count < expected) await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return count;
+}
+
+// A TCP relay to the broker on 127.0.0.1 whose client side can be paused (a slow reader).
+function relay(wrap = (socket) => socket) {
+  return new Promise((resolve) => {
+    const pairs = new Set();
+    const server = net.createServer((client) => {
+      const upstream = net.connect(BROKER_PORT, BROKER_HOST);
+      const front = wrap(client);
+      front.pipe(upstream).pipe(front);
+      const pair = { front, upstream };
+      pairs.add(pair);
+      const end = () => {
+        front.destroy();
+        upstream.destroy();
+        pairs.delete(pair);
+      };
+      front.on('error', end).on('close', end);
+      upstream.on('error', end).on('close', end);
+    });
+    server.listen(0, '127.0.0.1', () =>
+      resolve({ port: server.address().port, pairs, close: () => new Promise((done) => server.close(done)) }),
+    );
+  });
+}
+
+describe('native TCP transport', () => {
+  it('publishes made in one turn leave in one socket write', async () => {
+    const conn = await amqp.connect(BROKER_URL);
+    const ch = await conn.createChannel();
+    const { queue } = await ch.assertQueue('', { exclusive: true });
+    await nextTurn();
+    const session = conn.connection.session;
+    const before = session.socketWrites;
+    for (let i = 0; i < 500; i++) ch.sendToQueue(queue, Buffer.from(`message ${i}`));
+    await nextTurn();
+    assert.strictEqual(session.socketWrites - before, 1);
+    assert.strictEqual(await queuedCount(ch, queue, 500), 500);
+    await conn.close();
+  });
+
+  it('an ack leaves before the read that brought the delivery returns', async () => {
+    const conn = await amqp.connect(BROKER_URL);
+    const ch = await conn.createChannel();
+    const { queue } = await ch.assertQueue('', { exclusive: true });
+    const session = conn.connection.session;
+    const seen = new Promise((resolve) => {
+      ch.consume(queue, (msg) => {
+        const writesBefore = session.socketWrites;
+        ch.ack(msg);
+        // Nothing may wait for a later turn: by the time the loop moves on it is written.
+        setImmediate(() => resolve({ writesBefore, writesAfter: session.socketWrites, pending: session.pendingOutput }));
+      });
+    });
+    ch.sendToQueue(queue, Buffer.from('ping'));
+    const { writesBefore, writesAfter, pending } = await seen;
+    assert.strictEqual(pending, 0);
+    assert.ok(writesAfter > writesBefore);
+    await conn.close();
+  });
+
+  it('a slow reader forces partial writes; publish reports false, then drain, nothing lost', async () => {
+    const link = await relay();
+    const conn = await amqp.connect(`amqp://127.0.0.1:${link.port}`);
+    const ch = await conn.createChannel();
+    const { queue } = await ch.assertQueue('', { exclusive: true });
+    for (const { upstream } of link.pairs) upstream.pause(); // stop reading what we send
+    const body = Buffer.alloc(64 * 1024, 7);
+    let sent = 0;
+    while (ch.sendToQueue(queue, body)) sent++;
+    sent++; // the one that returned false was queued too
+    assert.ok(sent * body.length >= 4 * 1024 * 1024, `false only after 4 MB (${sent} messages)`);
+    await nextTurn();
+    assert.ok(conn.connection.session.pendingOutput > 0, 'the socket could not take it all');
+    const drained = new Promise((resolve) => ch.once('drain', resolve));
+    for (const { upstream } of link.pairs) upstream.resume();
+    await drained;
+    assert.strictEqual(await queuedCount(ch, queue, sent), sent);
+    await conn.close();
+    await link.close();
+  });
+});
+
+describe('TLS through tls.connect', () => {
+  let dir;
+  let link;
+
+  before(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'amqplib-rs-tls-'));
+    execFileSync('openssl', [
+      'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=localhost',
+      '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
+      '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'),
+    ], { stdio: 'ignore' });
+    const key = fs.readFileSync(path.join(dir, 'key.pem'));
+    const cert = fs.readFileSync(path.join(dir, 'cert.pem'));
+    link = await relay((client) => new tls.TLSSocket(client, { isServer: true, key, cert }));
+  });
+
+  after(async () => {
+    await link.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('connects with the CA given in socketOptions, and messages flow', async () => {
+    const ca = fs.readFileSync(path.join(dir, 'cert.pem'));
+    const conn = await amqp.connect(`amqps://localhost:${link.port}`, { ca: [ca] });
+    assert.strictEqual(conn.connection.native, false);
+    const ch = await conn.createChannel();
+    const { queue } = await ch.assertQueue('', { exclusive: true });
+    const got = new Promise((resolve) => ch.consume(queue, (msg) => resolve(msg.content.toString()), { noAck: true }));
+    ch.sendToQueue(queue, Buffer.from('over tls'));
+    assert.strictEqual(await got, 'over tls');
+    await conn.close();
+  });
+
+  it('refuses a server it cannot verify', async () => {
+    await assert.rejects(amqp.connect(`amqps://localhost:${link.port}`), (err) => {
+      assert.match(err.code, /SELF_SIGNED|UNABLE_TO_VERIFY|DEPTH_ZERO/);
+      return true;
+    });
+  });
+});
