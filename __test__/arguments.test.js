@@ -12,6 +12,7 @@ const { describe, it, before, after } = require('node:test');
 const assert = require('node:assert');
 
 const {
+  AMQP_URL,
   ours,
   original,
   oursCallback,
@@ -420,7 +421,7 @@ describe('closed channels and connections: IllegalOperationError as amqplib', ()
       });
     const outcomes = (lib) =>
       new Promise((resolve, reject) => {
-        lib.connect(process.env.AMQP_URL || 'amqp://localhost', (err, conn) => {
+        lib.connect(AMQP_URL, (err, conn) => {
           if (err) return reject(err);
           conn.on('error', noop);
           conn.createChannel(async (err, ch) => {
