@@ -856,3 +856,10 @@ impl JsSession {
         self.socket.as_deref().map_or(0.0, |s| s.tcp.bytes_written as f64)
     }
 }
+
+/// Panics with `message`. It exists so the tests can check the guard every entry point has:
+/// a Rust panic reaches JS as a thrown Error, and the process carries on.
+#[napi(js_name = "__panicForTest", catch_unwind)]
+pub fn panic_for_test(message: String) {
+    panic!("{message}");
+}
