@@ -77,9 +77,6 @@ class CallbackModel extends EventEmitter {
 class Channel extends BaseChannel {
   constructor(connection) {
     super(connection);
-    // Route deliveries and server-side cancellations to consumers.
-    this.on('delivery', this.handleDelivery.bind(this));
-    this.on('cancel', this.handleCancel.bind(this));
   }
 
   // Send a method and call back with the fields of the expected reply.

@@ -314,11 +314,14 @@ function convertCloseFrameToError(method, closeFrame) {
   return error;
 }
 
-// A channel with consumers: deliveries are dispatched by consumer tag.
+// A channel with consumers: deliveries and server-side cancellations are dispatched to
+// them by consumer tag.
 class BaseChannel extends Channel {
   constructor(connection) {
     super(connection);
     this.consumers = new Map();
+    this.on('delivery', this.handleDelivery.bind(this));
+    this.on('cancel', this.handleCancel.bind(this));
   }
 
   registerConsumer(tag, callback) {

@@ -121,9 +121,6 @@ class ChannelModel extends EventEmitter {
 class Channel extends BaseChannel {
   constructor(connection) {
     super(connection);
-    // Route deliveries and server-side cancellations to consumers.
-    this.on('delivery', this.handleDelivery.bind(this));
-    this.on('cancel', this.handleCancel.bind(this));
   }
 
   // Send a method and resolve with the fields of the expected reply.
