@@ -12,6 +12,7 @@ const { describe, it, before, after } = require('node:test');
 const assert = require('node:assert');
 const path = require('node:path');
 const net = require('node:net');
+const { NativeSocket } = require('../lib/native_socket');
 const tls = require('node:tls');
 const Module = require('node:module');
 const { PassThrough } = require('node:stream');
@@ -53,10 +54,12 @@ function fakeSocket() {
   return sock;
 }
 
-// Replace net.connect and tls.connect for the duration of `fn`. Each call
-// is recorded; `behaviour(sock, onConnect)` decides what the socket does.
+// Replace the plain TCP transports (net.connect for amqplib, our native
+// socket's connect for us) and tls.connect for the duration of `fn`. Each
+// call is recorded; `behaviour(sock, onConnect)` decides what the socket does.
 async function withStubbedTransport(behaviour, fn) {
   const realNet = net.connect;
+  const realNative = NativeSocket.connect;
   const realTls = tls.connect;
   const opened = [];
   const stub = (kind) => (options, onConnect) => {
@@ -66,11 +69,13 @@ async function withStubbedTransport(behaviour, fn) {
     return sock;
   };
   net.connect = stub('net');
+  NativeSocket.connect = stub('net');
   tls.connect = stub('tls');
   try {
     return await fn(opened);
   } finally {
     net.connect = realNet;
+    NativeSocket.connect = realNative;
     tls.connect = realTls;
   }
 }

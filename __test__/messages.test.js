@@ -221,7 +221,6 @@ describe('message objects: ours vs amqplib', () => {
     // headers. Consumers see that key order.
     it(
       'what we publish has the same header key order as what amqplib publishes',
-      { todo: 'lib/api_args.js publish appends CC/BCC after the user headers; amqplib encodes them first' },
       () => {
         const n = messages.length;
         for (let i = 0; i < n; i++) {
@@ -309,11 +308,6 @@ describe('message objects: ours vs amqplib', () => {
         assert.deepStrictEqual(comparable(returned.ours[i]), comparable(returned.original[i]), `return ${i}`);
         const ourShape = shapeOf(returned.ours[i]);
         const theirShape = shapeOf(returned.original[i]);
-        if (messages[i].options.CC) {
-          // Header key order with CC: see the todo test above.
-          delete ourShape.tables;
-          delete theirShape.tables;
-        }
         assert.deepStrictEqual(ourShape, theirShape, `return ${i}`);
       }
       assert.deepStrictEqual(returned.ours[0].fields, {

@@ -217,9 +217,13 @@ function publishHeaders(options) {
     if (typeof headers === 'object') return headers;
     return copyTable(headers); // rejects primitives, as amqplib does
   }
-  const headers = copyTable(options.headers);
+  // CC and BCC go first, as amqplib encodes them, then the user's headers (which they
+  // override, as amqplib's own keys shadow the user's).
+  const headers = {};
   if (cc !== undefined) headers.CC = routingList(cc);
   if (bcc !== undefined) headers.BCC = routingList(bcc);
+  const user = copyTable(options.headers);
+  for (const key of Object.keys(user)) if (!(key in headers)) headers[key] = user[key];
   return headers;
 }
 

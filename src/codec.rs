@@ -26,6 +26,8 @@ pub enum CodecError {
     WrongType { field: String, expected: &'static str },
     Missing(String),
     OutOfRange { min: f64, max: f64, got: f64 },
+    /// Out of the range of a 64-bit field, which amqplib writes as a BigInt.
+    OutOfRange64 { signed: bool, got: f64 },
     NotAnInteger(f64),
     UnknownEncodeType(String),
     BadDecimal,
@@ -45,7 +47,10 @@ impl CodecError {
             | CodecError::UnknownEncodeType(_)
             | CodecError::BadDecimal
             | CodecError::UnexpectedTag(_) => ErrorKind::Type,
-            CodecError::OutOfRange { .. } | CodecError::NotAnInteger(_) | CodecError::Truncated => {
+            CodecError::OutOfRange { .. }
+            | CodecError::OutOfRange64 { .. }
+            | CodecError::NotAnInteger(_)
+            | CodecError::Truncated => {
                 ErrorKind::Range
             }
             _ => ErrorKind::Plain,
@@ -62,10 +67,15 @@ impl std::fmt::Display for CodecError {
             CodecError::Missing(field) => write!(f, "Missing value for mandatory field '{field}'"),
             CodecError::OutOfRange { min, max, got } => write!(
                 f,
-                "The value of \"value\" is out of range. It must be >= {min} and <= {max}. Received {got}"
+                "The value of \"value\" is out of range. It must be >= {min} and <= {max}. Received {}",
+                js_number(*got)
             ),
+            CodecError::OutOfRange64 { signed, got } => {
+                let range = if *signed { ">= -(2n ** 63n) and < 2n ** 63n" } else { ">= 0n and < 2n ** 64n" };
+                write!(f, "The value of \"value\" is out of range. It must be {range}. Received {}n", js_number(*got))
+            }
             CodecError::NotAnInteger(n) => {
-                write!(f, "The number {n} cannot be converted to a BigInt because it is not an integer")
+                write!(f, "The number {} cannot be converted to a BigInt because it is not an integer", js_number(*n))
             }
             CodecError::UnknownEncodeType(t) => write!(f, "Unknown type to encode: {t}"),
             CodecError::BadDecimal => write!(f, "Decimal value must be {{'places': 0..255, 'digits': uint32}}"),
@@ -80,6 +90,29 @@ impl std::fmt::Display for CodecError {
 }
 
 pub type Result<T> = std::result::Result<T, CodecError>;
+
+/// A number as Node prints it in a range error: integers beyond 2^32 with `_` separators.
+fn js_number(n: f64) -> String {
+    if n.is_nan() {
+        return "NaN".into();
+    }
+    if n.is_infinite() {
+        return if n > 0.0 { "Infinity".into() } else { "-Infinity".into() };
+    }
+    let text = if n.fract() == 0.0 { format!("{n:.0}") } else { n.to_string() };
+    if n.fract() != 0.0 || n.abs() <= 4294967296.0 {
+        return text;
+    }
+    let (sign, digits) = text.split_at(if n < 0.0 { 1 } else { 0 });
+    let mut grouped = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            grouped.push('_');
+        }
+        grouped.push(c);
+    }
+    format!("{sign}{grouped}")
+}
 
 /// What kind of value a [`Value`] holds, as JS's `typeof`, refined for null, arrays and Buffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,13 +185,19 @@ fn check_integer(n: f64) -> Result<f64> {
 }
 
 fn put_i64(out: &mut Vec<u8>, n: f64) -> Result<()> {
-    let n = check_range(check_integer(n)?, -9223372036854775808.0, 9223372036854775807.0)?;
+    let n = check_integer(n)?;
+    if !(-9223372036854775808.0..9223372036854775808.0).contains(&n) {
+        return Err(CodecError::OutOfRange64 { signed: true, got: n });
+    }
     out.extend_from_slice(&(n as i64).to_be_bytes());
     Ok(())
 }
 
 fn put_u64(out: &mut Vec<u8>, n: f64) -> Result<()> {
-    let n = check_range(check_integer(n)?, 0.0, 18446744073709551615.0)?;
+    let n = check_integer(n)?;
+    if !(0.0..18446744073709551616.0).contains(&n) {
+        return Err(CodecError::OutOfRange64 { signed: false, got: n });
+    }
     out.extend_from_slice(&(n as u64).to_be_bytes());
     Ok(())
 }
@@ -236,7 +275,8 @@ pub fn encode_table<V: Value>(out: &mut Vec<u8>, table: &V) -> Result<()> {
                 continue;
             }
             if key.len() > 255 {
-                return Err(CodecError::WrongType { field: key, expected: "a key of up to 255 bytes" });
+                // amqplib writes the key's length as an octet, and Node refuses the overflow.
+                return Err(CodecError::OutOfRange { min: 0.0, max: 255.0, got: key.len() as f64 });
             }
             out.push(key.len() as u8);
             out.extend_from_slice(key.as_bytes());
@@ -959,6 +999,20 @@ mod tests {
         assert_eq!(err.to_string(), "Missing value for mandatory field 'consumerTag'");
         let long = TestValue::object(&[("exchange", TestValue::Str("x".repeat(256)))]);
         assert!(encode_args(&mut out, &crate::spec::BASIC_PUBLISH, &long).is_err());
+    }
+
+    #[test]
+    fn range_errors_read_as_nodes_own() {
+        let e = CodecError::OutOfRange { min: 0.0, max: 4294967295.0, got: 5e9 };
+        assert_eq!(e.to_string(), "The value of \"value\" is out of range. It must be >= 0 and <= 4294967295. Received 5_000_000_000");
+        let e = CodecError::OutOfRange64 { signed: false, got: -1.0 };
+        assert_eq!(e.to_string(), "The value of \"value\" is out of range. It must be >= 0n and < 2n ** 64n. Received -1n");
+        let e = CodecError::OutOfRange64 { signed: true, got: 18446744073709551616.0 };
+        assert_eq!(
+            e.to_string(),
+            "The value of \"value\" is out of range. It must be >= -(2n ** 63n) and < 2n ** 63n. Received 18_446_744_073_709_551_616n"
+        );
+        assert_eq!(CodecError::NotAnInteger(1.5).to_string(), "The number 1.5 cannot be converted to a BigInt because it is not an integer");
     }
 
     #[test]
