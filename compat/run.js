@@ -4,9 +4,7 @@
 //
 // compat/test is copied afresh from node_modules/amqplib/test; what it requires from
 // '../lib/*', '../channel_api' and '../callback_api' resolves to the adapters beside it.
-// exemptions.json lists what is not run, and why. Until the whole suite passes, passing.txt
-// (the ratchet) lists the tests known to pass: one of them failing fails the run; a test that
-// newly passes is reported, and recorded with `npm run compat -- --update`.
+// exemptions.json lists what is not run, and why; everything else must pass.
 
 const fs = require('node:fs');
 const os = require('node:os');
@@ -17,10 +15,9 @@ const { spawn } = require('node:child_process');
 const here = __dirname;
 const original = path.join(here, '..', 'node_modules', 'amqplib', 'test');
 const copy = path.join(here, 'test');
-const ratchetFile = path.join(here, 'passing.txt');
 const exemptions = JSON.parse(fs.readFileSync(path.join(here, 'exemptions.json'), 'utf8'));
 
-const key = (r) => `${r.file}:${r.line} ${r.name}`;
+const name = (r) => `${r.file}:${r.line} ${r.name}`;
 const escapeRegExp = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 function copySuite() {
@@ -72,37 +69,17 @@ function runSuite() {
 }
 
 async function main() {
-  const update = process.argv.includes('--update');
   copySuite();
   const relay = await relayIpv6ToBroker();
   const results = await runSuite();
   if (relay) relay.close();
   const ran = results.filter((r) => !r.skipped);
-  const passed = new Set(ran.filter((r) => r.passed).map(key));
-  const failed = ran.filter((r) => !r.passed).map(key);
+  const failed = ran.filter((r) => !r.passed);
   const exempt = exemptions.files.reduce((n, e) => n + e.tests, 0) + exemptions.tests.length;
-  const total = ran.length + exempt;
-
-  const ratchet = fs.existsSync(ratchetFile)
-    ? fs.readFileSync(ratchetFile, 'utf8').split('\n').filter((l) => l && !l.startsWith('#'))
-    : [];
-  const regressions = ratchet.filter((k) => !passed.has(k));
-  const known = new Set(ratchet);
-  const newlyPassing = [...passed].filter((k) => !known.has(k));
-
-  if (update) {
-    const header = '# Compat tests known to pass (file:line name). Written by `npm run compat -- --update`.\n';
-    fs.writeFileSync(ratchetFile, header + [...new Set([...ratchet, ...passed])].sort().join('\n') + '\n');
-  }
-
   console.log('');
-  for (const k of failed) console.log(`  failed: ${k}`);
-  for (const k of regressions) console.log(`  REGRESSION (listed in passing.txt, did not pass): ${k}`);
-  if (newlyPassing.length > 0 && !update) {
-    console.log(`  ${newlyPassing.length} newly passing test(s) not yet in passing.txt; record them with \`npm run compat -- --update\``);
-  }
-  console.log(`compat: ${passed.size} passed, ${failed.length} failed, ${exempt} exempt, of ${total}`);
-  if (regressions.length > 0 || ran.length === 0) process.exit(1);
+  for (const r of failed) console.log(`  failed: ${name(r)}`);
+  console.log(`compat: ${ran.length - failed.length} passed, ${failed.length} failed, ${exempt} exempt, of ${ran.length + exempt}`);
+  if (failed.length > 0 || ran.length === 0) process.exit(1);
 }
 
 main();
