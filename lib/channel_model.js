@@ -220,10 +220,11 @@ class Channel extends BaseChannel {
 
   cancel(consumerTag) {
     return new Promise((resolve, reject) => {
-      this._rpc(defs.BasicCancel, Args.cancel(consumerTag), defs.BasicCancelOk, (err, reply) => {
+      this._rpc(defs.BasicCancel, Args.cancel(consumerTag), defs.BasicCancelOk, (err) => {
         if (err) return reject(err);
         this.unregisterConsumer(consumerTag);
-        return resolve(reply.fields);
+        // amqplib 2.0.1 resolves with nothing (its declared Replies.Empty notwithstanding).
+        return resolve();
       });
     });
   }
