@@ -560,6 +560,8 @@ impl JsSession {
     /// Stops polling and closes the socket; JS hears no more from it.
     fn close_socket(&mut self) {
         let Some(state) = self.socket.take() else { return };
+        // SAFETY: the hook was added with exactly this function and argument in connect_socket.
+        unsafe { sys::napi_remove_env_cleanup_hook(state.env, Some(close_at_env_exit), (self as *mut JsSession).cast()) };
         if let Ok(uv) = uv::uv() {
             // SAFETY: the handle is live; libuv frees nothing until the close callback,
             // which only releases the handle's memory.
@@ -635,6 +637,12 @@ fn event_values(env: sys::napi_env, this: &mut JsSession, kind: i32, args: Event
         }
     }
     Ok(values)
+}
+
+/// Node-API cleanup hook: the env is going away with the socket still open.
+unsafe extern "C" fn close_at_env_exit(session: *mut c_void) {
+    // SAFETY: registered with a live session, and removed whenever the socket closes first.
+    unsafe { (*session.cast::<JsSession>()).close_socket() };
 }
 
 /// The poll callback: connect completion, readability, writability.
@@ -796,6 +804,10 @@ impl JsSession {
             ending: false,
             drain_owed: false,
         }));
+        // A worker (or the process) may end with the connection open: close the socket then,
+        // so the poll handle neither leaks nor keeps the worker's loop alive.
+        // SAFETY: `self` stays valid until close_socket, which removes the hook first.
+        unsafe { sys::napi_add_env_cleanup_hook(raw_env, Some(close_at_env_exit), (self as *mut JsSession).cast()) };
         self.poll_for(uv::WRITABLE);
         Ok(0)
     }
