@@ -23,6 +23,7 @@ const { TapeReader, EVENT_ERROR, EVENT_METHOD, EVENT_HEADER, EVENT_BODY, EVENT_H
 const safeEmit = require('./safe_emit');
 
 const { constants } = defs;
+const presence = require('./spec').propertyPresence[defs.BasicProperties];
 
 // publish and sendToQueue report false once this much is waiting to be written.
 const WRITE_LIMIT = 4 * 1024 * 1024;
@@ -351,8 +352,8 @@ class Connection extends EventEmitter {
 
   // True while what waits to be written is under the limit; once it is not, the channels
   // get 'drain' when it is again.
-  writable(record) {
-    const waiting = this.session.pendingOutput + this.stream.writableLength;
+  writable(record, pending) {
+    const waiting = pending + this.stream.writableLength;
     if (waiting < WRITE_LIMIT || (record && record.waiting <= record.highWaterMark)) return true;
     this.drainOwed = true;
     return false;
@@ -421,18 +422,25 @@ class Connection extends EventEmitter {
   }
 
   sendMethod(channel, method, fields) {
-    this.session.sendMethod(channel, method, fields);
+    const pending = this.session.sendMethod(channel, method, fields);
     this.scheduleFlush();
-    return this.writable();
+    return this.writable(undefined, pending);
   }
 
   sendMessage(channel, method, fields, properties, props, content) {
     if (!Buffer.isBuffer(content)) throw new TypeError('content is not a buffer');
-    this.session.sendMessage(channel, method, fields, properties, props, content);
+    let pending;
+    if (method === defs.BasicPublish && properties === defs.BasicProperties && (fields.ticket === undefined || fields.ticket === 0)) {
+      // The hot path: arguments one by one, and only the properties that are there.
+      const present = presence(props);
+      pending = this.session.sendPublish(channel, fields.exchange, fields.routingKey, !!fields.mandatory, !!fields.immediate, props, present, content);
+    } else {
+      pending = this.session.sendMessage(channel, method, fields, properties, props, content);
+    }
     this.scheduleFlush();
     const record = this.channels[channel];
     if (record) record.waiting++;
-    return this.writable(record);
+    return this.writable(record, pending);
   }
 }
 

@@ -207,4 +207,10 @@ const propertyReaders = {
   60: (t, i, r, f) => ({ contentType: f & 32768 ? r.str(t[i + 1]) : undefined, contentEncoding: f & 16384 ? r.str(t[i + 2]) : undefined, headers: f & 8192 ? r.table(t, i + 3) : undefined, deliveryMode: f & 4096 ? t[i + 5] : undefined, priority: f & 2048 ? t[i + 6] : undefined, correlationId: f & 1024 ? r.str(t[i + 7]) : undefined, replyTo: f & 512 ? r.str(t[i + 8]) : undefined, expiration: f & 256 ? r.str(t[i + 9]) : undefined, messageId: f & 128 ? r.str(t[i + 10]) : undefined, timestamp: f & 64 ? t[i + 11] : undefined, type: f & 32 ? r.str(t[i + 12]) : undefined, userId: f & 16 ? r.str(t[i + 13]) : undefined, appId: f & 8 ? r.str(t[i + 14]) : undefined, clusterId: f & 4 ? r.str(t[i + 15]) : undefined }),
 };
 
-module.exports = { constants, constant_strs, methods, properties, readers, propertyReaders };
+// Presence: the flags of the properties that are neither undefined nor null, so the
+// encoder reads only those.
+const propertyPresence = {
+  60: (p) => (p.contentType != null ? 32768 : 0) | (p.contentEncoding != null ? 16384 : 0) | (p.headers != null ? 8192 : 0) | (p.deliveryMode != null ? 4096 : 0) | (p.priority != null ? 2048 : 0) | (p.correlationId != null ? 1024 : 0) | (p.replyTo != null ? 512 : 0) | (p.expiration != null ? 256 : 0) | (p.messageId != null ? 128 : 0) | (p.timestamp != null ? 64 : 0) | (p.type != null ? 32 : 0) | (p.userId != null ? 16 : 0) | (p.appId != null ? 8 : 0) | (p.clusterId != null ? 4 : 0),
+};
+
+module.exports = { constants, constant_strs, methods, properties, readers, propertyReaders, propertyPresence };

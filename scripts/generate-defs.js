@@ -162,7 +162,15 @@ function js() {
     out.push(`  ${p.id}: (t, i, r, f) => ({ ${fields.join(', ')} }),`);
   }
   out.push('};', '');
-  out.push('module.exports = { constants, constant_strs, methods, properties, readers, propertyReaders };', '');
+  out.push('// Presence: the flags of the properties that are neither undefined nor null, so the');
+  out.push('// encoder reads only those.');
+  out.push('const propertyPresence = {');
+  for (const p of properties) {
+    const terms = p.args.map((a, n) => `(p.${a.name} != null ? ${1 << (15 - n)} : 0)`);
+    out.push(`  ${p.id}: (p) => ${terms.join(' | ')},`);
+  }
+  out.push('};', '');
+  out.push('module.exports = { constants, constant_strs, methods, properties, readers, propertyReaders, propertyPresence };', '');
   return out.join('\n');
 }
 

@@ -20,6 +20,9 @@ use napi_derive::napi;
 use std::collections::HashMap;
 use std::ptr;
 
+/// Index of each cached property key in the keys array, by the key's address.
+type KeyIndex = HashMap<usize, u32, std::hash::BuildHasherDefault<crate::strings::Fnv>>;
+
 // ---------------------------------------------------------------- errors
 
 /// Throws `e` as the kind of JS error amqplib raises for it (TypeError, RangeError or Error),
@@ -73,7 +76,9 @@ impl JsVal {
     /// string for every property read of every publish.
     fn key(&self, key: &'static str) -> crate::codec::Result<sys::napi_value> {
         thread_local! {
-            static KEYS: std::cell::RefCell<Option<(sys::napi_ref, HashMap<&'static str, u32>)>> =
+            // Keyed by the name's address: the names are static, so that identifies them
+            // without hashing their text.
+            static KEYS: std::cell::RefCell<Option<(sys::napi_ref, KeyIndex)>> =
                 const { std::cell::RefCell::new(None) };
         }
         KEYS.with(|cell| {
@@ -84,14 +89,14 @@ impl JsVal {
                 // SAFETY: env is live for the call; the array is kept by a strong reference.
                 check(unsafe { sys::napi_create_array(self.env, &mut array) })?;
                 check(unsafe { sys::napi_create_reference(self.env, array, 1, &mut reference) })?;
-                *cell = Some((reference, HashMap::new()));
+                *cell = Some((reference, KeyIndex::default()));
             }
             let (reference, indices) = cell.as_mut().expect("initialised above");
             let mut array = ptr::null_mut();
             let mut out = ptr::null_mut();
             // SAFETY: the reference is strong, so the array is live.
             check(unsafe { sys::napi_get_reference_value(self.env, *reference, &mut array) })?;
-            if let Some(&index) = indices.get(key) {
+            if let Some(&index) = indices.get(&(key.as_ptr() as usize)) {
                 check(unsafe { sys::napi_get_element(self.env, array, index, &mut out) })?;
                 return Ok(out);
             }
@@ -99,7 +104,7 @@ impl JsVal {
             check(unsafe { sys::napi_create_string_utf8(self.env, key.as_ptr().cast(), key.len() as isize, &mut out) })?;
             let index = indices.len() as u32;
             check(unsafe { sys::napi_set_element(self.env, array, index, out) })?;
-            indices.insert(key, index);
+            indices.insert(key.as_ptr() as usize, index);
             Ok(out)
         })
     }
@@ -353,10 +358,13 @@ impl JsSession {
         Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), pair) })
     }
 
+    /// Each send returns the bytes now waiting to be written, which the connection needs for
+    /// backpressure anyway: one crossing instead of two.
     #[napi(catch_unwind)]
-    pub fn send_method(&mut self, env: Env, channel: u32, method_id: u32, fields: Unknown) -> Result<()> {
+    pub fn send_method(&mut self, env: Env, channel: u32, method_id: u32, fields: Unknown) -> Result<u32> {
         let fields = JsVal::of(&env, &fields);
-        self.core.send_method(channel as u16, method_id, &fields).map_err(|e| throw(env.raw(), &e))
+        self.core.send_method(channel as u16, method_id, &fields).map_err(|e| throw(env.raw(), &e))?;
+        Ok(self.core.out.len() as u32)
     }
 
     #[napi(catch_unwind)]
@@ -370,12 +378,37 @@ impl JsSession {
         class_id: u32,
         properties: Unknown,
         content: BufferSlice,
-    ) -> Result<()> {
+    ) -> Result<u32> {
         let fields = JsVal::of(&env, &fields);
         let properties = JsVal::of(&env, &properties);
         self.core
             .send_message(channel as u16, method_id, &fields, class_id as u16, &properties, &content)
-            .map_err(|e| throw(env.raw(), &e))
+            .map_err(|e| throw(env.raw(), &e))?;
+        Ok(self.core.out.len() as u32)
+    }
+
+    /// basic.publish and its content (see `Session::send_publish`): `present` flags the
+    /// properties that are neither undefined nor null, as lib/spec.js computes them.
+    #[napi(catch_unwind)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_publish(
+        &mut self,
+        env: Env,
+        channel: u32,
+        exchange: Unknown,
+        routing_key: Unknown,
+        mandatory: bool,
+        immediate: bool,
+        properties: Unknown,
+        present: u32,
+        content: BufferSlice,
+    ) -> Result<u32> {
+        let (exchange, routing_key) = (JsVal::of(&env, &exchange), JsVal::of(&env, &routing_key));
+        let properties = JsVal::of(&env, &properties);
+        self.core
+            .send_publish(channel as u16, &exchange, &routing_key, mandatory, immediate, &properties, present as u16, &content)
+            .map_err(|e| throw(env.raw(), &e))?;
+        Ok(self.core.out.len() as u32)
     }
 
     #[napi(catch_unwind)]
@@ -442,7 +475,7 @@ pub fn encode_properties<'env>(
 ) -> Result<BufferSlice<'env>> {
     let props = properties_spec(env, class_id)?;
     let mut out = Vec::new();
-    crate::frame::write_header(&mut out, channel as u16, props, body_size as u64, &JsVal::of(env, &fields))
+    crate::frame::write_header(&mut out, channel as u16, props, body_size as u64, &JsVal::of(env, &fields), u16::MAX)
         .map_err(|e| throw(env.raw(), &e))?;
     BufferSlice::from_data(env, out)
 }

@@ -387,6 +387,16 @@ fn encode_decimal<V: Value>(out: &mut Vec<u8>, value: &V) -> Result<()> {
 
 // ---------------------------------------------------------------- methods and properties
 
+/// Encodes one shortstr argument (with its default when `value` is undefined), as
+/// [`encode_args`] would: for callers that pass arguments one by one.
+pub fn encode_shortstr_arg<V: Value>(out: &mut Vec<u8>, arg: &Arg, value: &V) -> Result<()> {
+    if value.kind()? == Kind::Undefined {
+        encode_default(out, arg)
+    } else {
+        encode_arg(out, arg, value)
+    }
+}
+
 /// Encodes the arguments of `method` from `fields`, substituting defaults for absent ones.
 pub fn encode_args<V: Value>(out: &mut Vec<u8>, method: &MethodSpec, fields: &V) -> Result<()> {
     let mut bits = 0u8;
@@ -489,12 +499,17 @@ fn encode_number(out: &mut Vec<u8>, ty: ArgType, n: f64) -> Result<()> {
 }
 
 /// Encodes content properties: 16-bit presence flags, then the present values.
-/// Null and undefined both count as absent, as in amqplib.
-pub fn encode_properties<V: Value>(out: &mut Vec<u8>, props: &PropertiesSpec, fields: &V) -> Result<()> {
+/// Null and undefined both count as absent, as in amqplib. Only the properties whose flag
+/// is set in `candidates` are read at all (a caller that knows which are there saves the
+/// reads of the rest; `u16::MAX` reads every one).
+pub fn encode_properties<V: Value>(out: &mut Vec<u8>, props: &PropertiesSpec, fields: &V, candidates: u16) -> Result<()> {
     let flags_at = out.len();
     put_u16(out, 0);
     let mut flags = 0u16;
     for (n, arg) in props.args.iter().enumerate() {
+        if candidates & (1 << (15 - n)) == 0 {
+            continue;
+        }
         let value = fields.get(arg.name)?;
         let kind = value.kind()?;
         if matches!(kind, Kind::Undefined | Kind::Null) {

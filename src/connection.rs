@@ -298,15 +298,44 @@ impl Session {
         properties: &P,
         content: &[u8],
     ) -> crate::codec::Result<()> {
-        let start = self.out.len();
-        let result = (|| {
-            self.send_method(channel, method_id, fields)?;
+        self.send_content(channel, |out| {
+            let method = spec::method(method_id).ok_or(CodecError::UnknownMethod)?;
+            frame::write_method(out, channel, method, fields)?;
             let props = spec::properties(class_id).ok_or(CodecError::UnknownProperties)?;
-            frame::write_header(&mut self.out, channel, props, content.len() as u64, properties)
-        })();
-        if result.is_err() {
+            frame::write_header(out, channel, props, content.len() as u64, properties, u16::MAX)
+        }, content)
+    }
+
+    /// basic.publish with its content, the hot path of sending: the method's arguments come
+    /// one by one, and only the properties flagged in `present` are read.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_publish<V: Value>(
+        &mut self,
+        channel: u16,
+        exchange: &V,
+        routing_key: &V,
+        mandatory: bool,
+        immediate: bool,
+        properties: &V,
+        present: u16,
+        content: &[u8],
+    ) -> crate::codec::Result<()> {
+        self.send_content(channel, |out| {
+            frame::write_publish(out, channel, exchange, routing_key, mandatory, immediate)?;
+            frame::write_header(out, channel, &spec::BASIC_PROPERTIES, content.len() as u64, properties, present)
+        }, content)
+    }
+
+    /// Writes a content method and header with `head`, then the body frames; on an encoding
+    /// error nothing of the message is left in the output.
+    fn send_content<F>(&mut self, channel: u16, head: F, content: &[u8]) -> crate::codec::Result<()>
+    where
+        F: FnOnce(&mut Vec<u8>) -> crate::codec::Result<()>,
+    {
+        let start = self.out.len();
+        if let Err(e) = head(&mut self.out) {
             self.out.truncate(start);
-            return result;
+            return Err(e);
         }
         let frame_max = self.send_frame_max();
         frame::write_body(&mut self.out, channel, content, frame_max);
@@ -420,7 +449,7 @@ mod tests {
         let mut server = Session::new();
         server.send_method(1, spec::BASIC_DELIVER.id, &deliver_fields("t")).unwrap();
         let mut header = Vec::new();
-        frame::write_header(&mut header, 1, &spec::BASIC_PROPERTIES, u64::MAX / 2, &TestValue::object(&[])).unwrap();
+        frame::write_header(&mut header, 1, &spec::BASIC_PROPERTIES, u64::MAX / 2, &TestValue::object(&[]), u16::MAX).unwrap();
         let mut client = Session::new();
         client.receive(&[server.out, header].concat());
         let reserved: usize = client.assemblies.values().map(|a| a.content.capacity()).sum();

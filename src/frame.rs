@@ -107,18 +107,41 @@ pub fn write_method<V: Value>(out: &mut Vec<u8>, channel: u16, method: &MethodSp
     })
 }
 
+/// A basic.publish method frame from its arguments (ticket 0), without a fields object to
+/// read them from: the publish path passes them one by one.
+pub fn write_publish<V: Value>(
+    out: &mut Vec<u8>,
+    channel: u16,
+    exchange: &V,
+    routing_key: &V,
+    mandatory: bool,
+    immediate: bool,
+) -> codec::Result<()> {
+    let args = crate::spec::BASIC_PUBLISH.args;
+    frame_with(out, FRAME_METHOD, channel, |out| {
+        out.extend_from_slice(&crate::spec::BASIC_PUBLISH.id.to_be_bytes());
+        out.extend_from_slice(&[0, 0]); // ticket
+        codec::encode_shortstr_arg(out, &args[1], exchange)?;
+        codec::encode_shortstr_arg(out, &args[2], routing_key)?;
+        out.push(mandatory as u8 | (immediate as u8) << 1);
+        Ok(())
+    })
+}
+
+/// A content header frame; only the properties flagged in `candidates` are read.
 pub fn write_header<V: Value>(
     out: &mut Vec<u8>,
     channel: u16,
     props: &PropertiesSpec,
     body_size: u64,
     fields: &V,
+    candidates: u16,
 ) -> codec::Result<()> {
     frame_with(out, FRAME_HEADER, channel, |out| {
         out.extend_from_slice(&props.class_id.to_be_bytes());
         out.extend_from_slice(&[0, 0]); // weight, unused
         out.extend_from_slice(&body_size.to_be_bytes());
-        codec::encode_properties(out, props, fields)
+        codec::encode_properties(out, props, fields, candidates)
     })
 }
 
