@@ -1,24 +1,41 @@
 'use strict';
-// Loads the native addon built for this platform (by `npm install`, or `npm run build`).
+// Loads the native addon for this platform: a local build in native/ (made by `npm install` in a
+// git clone, or `npm run build`) if there is one, else the prebuilt binary from this platform's
+// package (amqplib-rs-linux-x64-gnu and so on, an optional dependency of the published package).
+// The local build comes first so that a checkout always runs the code it was built from.
 
 const path = require('node:path');
 
 function platformSuffix() {
   const { platform, arch } = process;
+  if (platform === 'win32') return `win32-${arch}-msvc`;
   if (platform !== 'linux') return `${platform}-${arch}`;
   const glibc = process.report?.getReport?.().header?.glibcVersionRuntime;
   return `linux-${arch}-${glibc ? 'gnu' : 'musl'}`;
 }
 
 function load() {
-  const file = path.join(__dirname, '..', 'native', `amqplib_rs.${platformSuffix()}.node`);
-  try {
-    return require(file);
-  } catch (err) {
-    err.message = `amqplib-rs: cannot load the native addon ${file}: ${err.message}\n` +
-      'Build it with `npm run build` (needs a Rust toolchain: https://rustup.rs).';
-    throw err;
+  const suffix = platformSuffix();
+  const candidates = [
+    path.join(__dirname, '..', 'native', `amqplib_rs.${suffix}.node`),
+    `amqplib-rs-${suffix}`,
+  ];
+  const failures = [];
+  for (const candidate of candidates) {
+    try {
+      return require(candidate);
+    } catch (err) {
+      // Not there at all: try the next one. There but unloadable: say so.
+      const missing = err.code === 'MODULE_NOT_FOUND' && String(err.message).includes(candidate);
+      failures.push(missing ? `${candidate}: not found` : `${candidate}: ${err.message}`);
+    }
   }
+  throw new Error(
+    `amqplib-rs: no native addon for ${suffix} could be loaded.\n` +
+    failures.map((line) => `  ${line}\n`).join('') +
+    `Install the prebuilt binary (\`npm install amqplib-rs-${suffix}\`; npm does this by itself unless ` +
+    'optional dependencies are omitted), or build from source with `npm run build` in a git checkout ' +
+    '(needs a Rust toolchain: https://rustup.rs).');
 }
 
 module.exports = load();
