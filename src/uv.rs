@@ -13,12 +13,18 @@ const UV_POLL: c_int = 8;
 pub type PollCallback = unsafe extern "C" fn(handle: *mut c_void, status: c_int, events: c_int);
 pub type CloseCallback = unsafe extern "C" fn(handle: *mut c_void);
 
+type PollInit = unsafe extern "C" fn(event_loop: *mut c_void, handle: *mut c_void, fd: c_int) -> c_int;
+type PollStart = unsafe extern "C" fn(handle: *mut c_void, events: c_int, cb: PollCallback) -> c_int;
+type PollStop = unsafe extern "C" fn(handle: *mut c_void) -> c_int;
+type Close = unsafe extern "C" fn(handle: *mut c_void, cb: Option<CloseCallback>);
+type HandleSize = unsafe extern "C" fn(kind: c_int) -> usize;
+
 pub struct Uv {
-    pub poll_init: unsafe extern "C" fn(event_loop: *mut c_void, handle: *mut c_void, fd: c_int) -> c_int,
-    pub poll_start: unsafe extern "C" fn(handle: *mut c_void, events: c_int, cb: PollCallback) -> c_int,
-    pub poll_stop: unsafe extern "C" fn(handle: *mut c_void) -> c_int,
-    pub close: unsafe extern "C" fn(handle: *mut c_void, cb: Option<CloseCallback>),
-    pub handle_size: unsafe extern "C" fn(kind: c_int) -> usize,
+    pub poll_init: PollInit,
+    pub poll_start: PollStart,
+    pub poll_stop: PollStop,
+    pub close: Close,
+    pub handle_size: HandleSize,
 }
 
 fn symbol(name: &CStr) -> Result<*mut c_void, String> {
@@ -38,11 +44,11 @@ pub fn uv() -> Result<&'static Uv, String> {
         // SAFETY: each symbol is libuv's own function of exactly this signature (uv.h).
         unsafe {
             Ok(Uv {
-                poll_init: std::mem::transmute::<*mut c_void, _>(symbol(c"uv_poll_init")?),
-                poll_start: std::mem::transmute::<*mut c_void, _>(symbol(c"uv_poll_start")?),
-                poll_stop: std::mem::transmute::<*mut c_void, _>(symbol(c"uv_poll_stop")?),
-                close: std::mem::transmute::<*mut c_void, _>(symbol(c"uv_close")?),
-                handle_size: std::mem::transmute::<*mut c_void, _>(symbol(c"uv_handle_size")?),
+                poll_init: std::mem::transmute::<*mut c_void, PollInit>(symbol(c"uv_poll_init")?),
+                poll_start: std::mem::transmute::<*mut c_void, PollStart>(symbol(c"uv_poll_start")?),
+                poll_stop: std::mem::transmute::<*mut c_void, PollStop>(symbol(c"uv_poll_stop")?),
+                close: std::mem::transmute::<*mut c_void, Close>(symbol(c"uv_close")?),
+                handle_size: std::mem::transmute::<*mut c_void, HandleSize>(symbol(c"uv_handle_size")?),
             })
         }
     })
