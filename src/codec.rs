@@ -1046,6 +1046,56 @@ mod tests {
         assert!(decoder.table_slots(&mut Reader::new(&body)).is_err());
     }
 
+    /// Arguments of every type, made from a seed (tables small, strings short).
+    fn random_fields(args: &[crate::spec_types::Arg], seed: u64) -> TestValue {
+        let mut state = seed | 1;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let entries = args
+            .iter()
+            .map(|arg| {
+                let n = next();
+                let value = match arg.ty {
+                    ArgType::Octet => TestValue::Num((n % 256) as f64),
+                    ArgType::Short => TestValue::Num((n % 65536) as f64),
+                    ArgType::Long => TestValue::Num((n % 4294967296) as f64),
+                    ArgType::LongLong | ArgType::Timestamp => TestValue::Num((n % (1 << 53)) as f64),
+                    ArgType::Bit => TestValue::Bool(n % 2 == 0),
+                    ArgType::ShortStr => TestValue::Str(format!("s{}", n % 1000)),
+                    ArgType::LongStr => TestValue::Bytes(n.to_be_bytes().to_vec()),
+                    ArgType::Table => TestValue::object(&[("k", TestValue::Num((n % 100) as f64))]),
+                };
+                (arg.name.to_string(), value)
+            })
+            .collect();
+        TestValue::Object(entries)
+    }
+
+    /// The fields of a decoded method, read back from its fixed slots.
+    fn read_fields(view: &TapeView, args: &[crate::spec_types::Arg]) -> TestValue {
+        let mut slot = view.base;
+        let entries = args
+            .iter()
+            .map(|arg| {
+                let v = view.slots[slot];
+                let value = match arg.ty {
+                    ArgType::Bit => TestValue::Bool(v != 0.0),
+                    ArgType::ShortStr => TestValue::Str(view.string(v)),
+                    ArgType::LongStr => TestValue::Bytes(view.bytes(v)),
+                    ArgType::Table => view.table(slot),
+                    _ => TestValue::Num(v),
+                };
+                slot += arg.slots();
+                (arg.name.to_string(), value)
+            })
+            .collect();
+        TestValue::Object(entries)
+    }
+
     fn leaf() -> impl Strategy<Value = TestValue> {
         prop_oneof![
             Just(TestValue::Null),
@@ -1075,13 +1125,53 @@ mod tests {
             prop_assert_eq!(decode(&encode(&t)), t);
         }
 
+        // The fuzz_ tests take random input to each decoder: no panic, no hang, and what they
+        // produce is bounded by what they were given. `npm run fuzz` runs them far longer.
+
         #[test]
-        fn random_bytes_never_panic_as_a_table(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        fn fuzz_table_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
             let mut tape = Tape::new();
             let mut strings = Interner::new();
             let mut decoder = Decoder { strings: &mut strings, tape: &mut tape, base: 0 };
             let _ = decoder.table_slots(&mut Reader::new(&bytes));
             prop_assert!(tape.len() <= 2 + 2 * bytes.len());
+            prop_assert!(tape.objects.len() <= bytes.len());
+        }
+
+        #[test]
+        fn fuzz_method_decoder(index in 0usize..crate::spec::METHODS.len(), bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let method = crate::spec::METHODS[index];
+            let mut tape = Tape::new();
+            let mut strings = Interner::new();
+            let mut decoder = Decoder { strings: &mut strings, tape: &mut tape, base: 0 };
+            let _ = decoder.method_args(method, &mut Reader::new(&bytes));
+            prop_assert!(tape.len() <= 2 * crate::spec_types::fixed_slots(method.args) + 2 * bytes.len());
+            prop_assert!(tape.objects.len() <= bytes.len() + method.args.len());
+        }
+
+        #[test]
+        fn fuzz_properties_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let props = &crate::spec::BASIC_PROPERTIES;
+            let mut tape = Tape::new();
+            let mut strings = Interner::new();
+            let mut decoder = Decoder { strings: &mut strings, tape: &mut tape, base: 0 };
+            let _ = decoder.properties(props, &mut Reader::new(&bytes));
+            prop_assert!(tape.len() <= 1 + crate::spec_types::fixed_slots(props.args) + 2 * bytes.len());
+        }
+
+        #[test]
+        fn methods_round_trip(index in 0usize..crate::spec::METHODS.len(), seed in any::<u64>()) {
+            let method = crate::spec::METHODS[index];
+            let fields = random_fields(method.args, seed);
+            let mut out = Vec::new();
+            encode_args(&mut out, method, &fields).unwrap();
+            let mut tape = Tape::new();
+            let mut strings = Interner::new();
+            let mut decoder = Decoder { strings: &mut strings, tape: &mut tape, base: 0 };
+            decoder.method_args(method, &mut Reader::new(&out)).unwrap();
+            let slots = tape.to_slots();
+            let view = TapeView::new(&slots, &tape, &out);
+            prop_assert_eq!(read_fields(&view, method.args), fields);
         }
     }
 }

@@ -492,14 +492,14 @@ mod tests {
 
     proptest! {
         #[test]
-        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
+        fn fuzz_frame_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
             let mut client = Session::new();
             client.receive(&bytes);
             client.receive(&bytes);
         }
 
         #[test]
-        fn mutated_deliveries_never_panic(at in 0usize..200, byte in any::<u8>(), cut in 0usize..200) {
+        fn fuzz_frame_decoder_mutated(at in 0usize..200, byte in any::<u8>(), cut in 0usize..200) {
             let mut bytes = [delivery(b"some content", 4096), delivery(&[7; 300], 4096)].concat();
             let at = at % bytes.len();
             bytes[at] = byte;
