@@ -216,6 +216,9 @@ class Connection extends EventEmitter {
     this.expectSocketClose = true;
     this.flush();
     this.stream.end();
+    // A stream has taken its copy of the output; a native socket releases the session itself
+    // once what it still has to write is written.
+    if (!this.native) this.session.release();
     safeEmit(this, 'close', maybeErr);
   }
 

@@ -152,6 +152,7 @@ class NativeSocket extends EventEmitter {
     this.destroyed = true;
     this.open = false;
     if (this.timeout) clearTimeout(this.timeout);
+    this.session.release();
     this.emit('close');
   }
 }

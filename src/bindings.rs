@@ -438,6 +438,13 @@ impl JsSession {
         Ok(Some(out))
     }
 
+    /// The connection is over: give back the buffers' memory now (see `release_buffers`).
+    #[napi(catch_unwind)]
+    pub fn release(&mut self) {
+        self.close_socket();
+        self.core.release_buffers();
+    }
+
     #[napi(catch_unwind)]
     pub fn set_frame_max(&mut self, frame_max: u32) {
         self.core.set_frame_max(frame_max as usize);

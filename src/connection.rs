@@ -61,6 +61,19 @@ impl Session {
         Session::default()
     }
 
+    /// Gives back the memory of the buffers once the connection is over, rather than when the
+    /// JS object holding the session is collected (V8 does not see this memory, so that can
+    /// be a long time). Nothing more is received or sent after this.
+    pub fn release_buffers(&mut self) {
+        self.read = Vec::new();
+        self.consumed = 0;
+        self.out = Vec::new();
+        self.tape = Tape::new();
+        self.assemblies = HashMap::new();
+        self.strings = Interner::new();
+        self.failed = true;
+    }
+
     /// The frame max agreed in tuning (0 is read as "no limit").
     pub fn set_frame_max(&mut self, frame_max: usize) {
         self.frame_max = Some(frame_max);
@@ -417,6 +430,16 @@ mod tests {
         });
         assert_eq!(bytes, Some(&b"small"[..]));
         assert!(client.assemblies.is_empty());
+    }
+
+    #[test]
+    fn released_buffers_are_given_back_and_nothing_more_is_parsed() {
+        let mut client = Session::new();
+        client.receive(&delivery(&[1; 5000], 4096)[..3000]);
+        client.release_buffers();
+        assert_eq!(client.read.capacity(), 0);
+        client.receive(&frame::HEARTBEAT);
+        assert!(events(&client).is_empty());
     }
 
     #[test]
