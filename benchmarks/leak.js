@@ -12,12 +12,10 @@ const path = require('node:path');
 const v8 = require('node:v8');
 const vm = require('node:vm');
 
-const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const found = args.find((a) => a.startsWith(`--${name}=`));
-  return found ? found.slice(name.length + 3) : fallback;
-};
-const CYCLES = Number(args.find((a) => /^\d+$/.test(a)) || 500);
+const { cliArgs } = require('./lib');
+
+const { number, option } = cliArgs();
+const CYCLES = number(500);
 const LIB = option('lib', 'ours');
 const MESSAGES = Number(option('messages', 20));
 const SIZE = Number(option('size', 4096));

@@ -390,8 +390,18 @@ function writeJson(file, data) {
   fs.writeFileSync(file, `${JSON.stringify(data, null, 2)}\n`);
 }
 
+// Command-line arguments of the scripts: the first bare number, and `--name=value` options.
+function cliArgs(argv = process.argv.slice(2)) {
+  const number = argv.find((a) => /^\d+$/.test(a));
+  const option = (name, fallback) => {
+    const found = argv.find((a) => a.startsWith(`--${name}=`));
+    return found ? found.slice(name.length + 3) : fallback;
+  };
+  return { number: (fallback) => Number(number || fallback), option };
+}
+
 module.exports = {
-  ROOT, LIBS, SIZES, M, FRAME_MAX, load, method, header, message, deliveryTemplates, DeliveryStream,
+  ROOT, LIBS, SIZES, M, FRAME_MAX, load, cliArgs, method, header, message, deliveryTemplates, DeliveryStream,
   FrameScanner, fakeSocket, fakeChannel, OPEN_FIELDS, Meter, report, runChild, deadline, percentile,
   turn, writeJson,
 };

@@ -11,12 +11,10 @@
 
 const path = require('node:path');
 
-const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const found = args.find((a) => a.startsWith(`--${name}=`));
-  return found ? found.slice(name.length + 3) : fallback;
-};
-const SECONDS = Number(args.find((a) => /^\d+$/.test(a)) || 60);
+const { cliArgs } = require('./lib');
+
+const { number, option } = cliArgs();
+const SECONDS = number(60);
 const LIB = option('lib', 'ours');
 const CONNECTIONS = Number(option('connections', 4));
 const SIZE = Number(option('size', 1024));
