@@ -24,6 +24,20 @@ describe('native addon', () => {
     assert.throws(() => defs.encodeMethod(12345, 1, {}), /Unknown class\/method ID/);
   });
 
+  it('a shortstr is at most 255 bytes of UTF-8, whatever the characters', () => {
+    const roundTrip = (exchange) => {
+      const frame = defs.encodeMethod(defs.BasicPublish, 1, { exchange });
+      return defs.decode(defs.BasicPublish, frame.subarray(11, frame.length - 1)).exchange;
+    };
+    for (const fits of ['x'.repeat(255), '€'.repeat(85), '😀'.repeat(63) + 'abc']) {
+      assert.strictEqual(Buffer.byteLength(fits), 255);
+      assert.strictEqual(roundTrip(fits), fits);
+    }
+    for (const tooLong of ['x'.repeat(256), '€'.repeat(86), `a${'€'.repeat(85)}`, '😀'.repeat(64)]) {
+      assert.throws(() => roundTrip(tooLong), /Field 'exchange' is the wrong type; must be a string \(up to 255 chars\)/);
+    }
+  });
+
   it('loads through require and import on Node 24 and on the system Node', () => {
     const script = `
       const cjs = require(${JSON.stringify(root)});

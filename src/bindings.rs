@@ -56,16 +56,50 @@ fn check(status: sys::napi_status) -> crate::codec::Result<()> {
 // ---------------------------------------------------------------- reading JS values
 
 /// A JS value of the current call, read through Node-API.
-#[derive(Clone, Copy)]
 pub struct JsVal {
     env: sys::napi_env,
     value: sys::napi_value,
+    /// The kind, once asked: the encoder asks more than once of the same value.
+    kind: std::cell::Cell<Option<Kind>>,
 }
 
 impl JsVal {
     fn new(env: sys::napi_env, value: sys::napi_value) -> Self {
-        JsVal { env, value }
+        JsVal { env, value, kind: std::cell::Cell::new(None) }
     }
+
+    /// typeof, refined for null, arrays and Buffers.
+    fn read_kind(&self) -> crate::codec::Result<Kind> {
+        let mut ty = 0;
+        // SAFETY (all calls in this impl): env and value belong to the current napi call
+        // and are used before it returns; out-pointers point at live locals.
+        check(unsafe { sys::napi_typeof(self.env, self.value, &mut ty) })?;
+        Ok(match ty {
+            sys::ValueType::napi_undefined => Kind::Undefined,
+            sys::ValueType::napi_null => Kind::Null,
+            sys::ValueType::napi_boolean => Kind::Bool,
+            sys::ValueType::napi_number => Kind::Number,
+            sys::ValueType::napi_string => Kind::String,
+            sys::ValueType::napi_object => {
+                let mut yes = false;
+                check(unsafe { sys::napi_is_array(self.env, self.value, &mut yes) })?;
+                if yes {
+                    return Ok(Kind::Array);
+                }
+                check(unsafe { sys::napi_is_buffer(self.env, self.value, &mut yes) })?;
+                if yes {
+                    Kind::Bytes
+                } else {
+                    Kind::Object
+                }
+            }
+            sys::ValueType::napi_function => Kind::Other("function"),
+            sys::ValueType::napi_symbol => Kind::Other("symbol"),
+            sys::ValueType::napi_bigint => Kind::Other("bigint"),
+            _ => Kind::Other("external"),
+        })
+    }
+
 
     fn of(env: &Env, value: &Unknown) -> Self {
         JsVal::new(env.raw(), value.raw())
@@ -118,34 +152,31 @@ impl JsVal {
 
 impl Value for JsVal {
     fn kind(&self) -> crate::codec::Result<Kind> {
-        let mut ty = 0;
-        // SAFETY (all calls in this impl): env and value belong to the current napi call
-        // and are used before it returns; out-pointers point at live locals.
-        check(unsafe { sys::napi_typeof(self.env, self.value, &mut ty) })?;
-        Ok(match ty {
-            sys::ValueType::napi_undefined => Kind::Undefined,
-            sys::ValueType::napi_null => Kind::Null,
-            sys::ValueType::napi_boolean => Kind::Bool,
-            sys::ValueType::napi_number => Kind::Number,
-            sys::ValueType::napi_string => Kind::String,
-            sys::ValueType::napi_object => {
-                let mut yes = false;
-                check(unsafe { sys::napi_is_array(self.env, self.value, &mut yes) })?;
-                if yes {
-                    return Ok(Kind::Array);
-                }
-                check(unsafe { sys::napi_is_buffer(self.env, self.value, &mut yes) })?;
-                if yes {
-                    Kind::Bytes
-                } else {
-                    Kind::Object
-                }
-            }
-            sys::ValueType::napi_function => Kind::Other("function"),
-            sys::ValueType::napi_symbol => Kind::Other("symbol"),
-            sys::ValueType::napi_bigint => Kind::Other("bigint"),
-            _ => Kind::Other("external"),
-        })
+        if let Some(kind) = self.kind.get() {
+            return Ok(kind);
+        }
+        let kind = self.read_kind()?;
+        self.kind.set(Some(kind));
+        Ok(kind)
+    }
+
+    fn append_utf8_within(&self, out: &mut Vec<u8>, max: usize) -> crate::codec::Result<bool> {
+        // One call, with room for 4 bytes more than allowed (and the NUL). V8 writes whole
+        // characters only, and one is at most 4 bytes: so a longer string always writes more
+        // than `max`, never stops short of it.
+        out.reserve(max + 5);
+        let at = out.len();
+        let mut written = 0usize;
+        // SAFETY: `out` has room for max + 5 bytes past `at`.
+        check(unsafe {
+            sys::napi_get_value_string_utf8(self.env, self.value, out.as_mut_ptr().add(at).cast(), max + 5, &mut written)
+        })?;
+        if written > max {
+            return Ok(false);
+        }
+        // SAFETY: Node-API initialised `written` bytes (without the NUL).
+        unsafe { out.set_len(at + written) };
+        Ok(true)
     }
 
     fn truthy(&self) -> crate::codec::Result<bool> {

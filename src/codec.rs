@@ -137,6 +137,17 @@ pub trait Value: Sized {
     fn number(&self) -> Result<f64>;
     /// Appends the UTF-8 bytes of a string value to `out`.
     fn append_utf8(&self, out: &mut Vec<u8>) -> Result<()>;
+    /// Appends at most `max` UTF-8 bytes of a string value; false (with `out` as it was) when
+    /// the string is longer. Sources that can do it in one step override this.
+    fn append_utf8_within(&self, out: &mut Vec<u8>, max: usize) -> Result<bool> {
+        let at = out.len();
+        self.append_utf8(out)?;
+        if out.len() - at > max {
+            out.truncate(at);
+            return Ok(false);
+        }
+        Ok(true)
+    }
     /// Appends the bytes of a Buffer value to `out`.
     fn append_bytes(&self, out: &mut Vec<u8>) -> Result<()>;
     fn items(&self) -> Result<Vec<Self>>;
@@ -206,13 +217,11 @@ fn put_u64(out: &mut Vec<u8>, n: f64) -> Result<()> {
 fn put_shortstr<V: Value>(out: &mut Vec<u8>, v: &V, field: &str) -> Result<()> {
     let len_at = out.len();
     out.push(0);
-    v.append_utf8(out)?;
-    let len = out.len() - len_at - 1;
-    if len > 255 {
+    if !v.append_utf8_within(out, 255)? {
         out.truncate(len_at);
         return Err(wrong_type(field, ArgType::ShortStr));
     }
-    out[len_at] = len as u8;
+    out[len_at] = (out.len() - len_at - 1) as u8;
     Ok(())
 }
 
