@@ -107,9 +107,9 @@ describe('packaging', () => {
   it('installs from the packed tarballs with no Rust on PATH and runs an unchanged amqplib application', () => {
     const work = tempDir('amqplib-rs-pack-');
     const main = pack(ROOT, work);
-    // Only what users need: the entry points, lib/, the README and package.json.
+    // Only what users need: the entry points, lib/, the README, the licence and package.json.
     for (const file of main.files) {
-      assert.match(file, /^(index|callback_api)\.(js|mjs|d\.ts)$|^lib\/[\w.]+\.(js|d\.ts)$|^(README\.md|package\.json)$/,
+      assert.match(file, /^(index|callback_api)\.(js|mjs|d\.ts)$|^lib\/[\w.]+\.(js|d\.ts)$|^(README\.md|LICENSE|package\.json)$/,
         `${file} does not belong in the package`);
     }
     for (const file of ['index.js', 'callback_api.js', 'lib/native.js', 'lib/connection.js', 'package.json']) {
