@@ -89,6 +89,30 @@ describe('native TCP transport', () => {
     await conn.close();
   });
 
+  it("a delivery's content is copied once, whether it came in one frame or many", async () => {
+    const conn = await amqp.connect(BROKER_URL);
+    const ch = await conn.createChannel();
+    const { queue } = await ch.assertQueue('', { exclusive: true });
+    const session = conn.connection.session;
+    for (const size of [1024, 448 * 1024]) {
+      const body = Buffer.alloc(size, 3);
+      let delivered;
+      const got = new Promise((resolve) => {
+        delivered = resolve;
+      });
+      const { consumerTag } = await ch.consume(queue, delivered, { noAck: true });
+      const before = session.bytesCopied;
+      ch.sendToQueue(queue, body);
+      const msg = await got;
+      const copied = session.bytesCopied - before;
+      assert.ok(msg.content.equals(body));
+      assert.strictEqual(msg.content.buffer.byteLength, size, 'a Buffer of exactly its size');
+      assert.ok(copied >= size && copied < size * 1.01, `${size} bytes of content, ${copied} copied`);
+      await ch.cancel(consumerTag);
+    }
+    await conn.close();
+  });
+
   it('a slow reader forces partial writes; publish reports false, then drain, nothing lost', async () => {
     const link = await relay();
     const conn = await amqp.connect(`amqp://127.0.0.1:${link.port}`);

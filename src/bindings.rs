@@ -331,6 +331,11 @@ fn js_object(env: sys::napi_env, obj: Obj, source: &[u8]) -> Result<sys::napi_va
     }
 }
 
+/// Bytes the objects of `tape` will copy out of the buffer they were decoded from.
+fn bytes_to_copy(tape: &Tape) -> u64 {
+    tape.objects.iter().map(|o| if let Obj::Bytes { len, .. } = o { *len as u64 } else { 0 }).sum()
+}
+
 /// `[tape, objects]`: the tape as a Float64Array and its objects as an Array.
 fn hand_over(env: sys::napi_env, tape: &mut Tape, source: &[u8]) -> Result<sys::napi_value> {
     let slots = tape.to_slots();
@@ -382,6 +387,7 @@ impl JsSession {
     #[napi(catch_unwind)]
     pub fn receive(&mut self, env: Env, chunk: BufferSlice) -> Result<Unknown<'_>> {
         self.core.receive(&chunk);
+        self.core.bytes_copied += bytes_to_copy(&self.core.tape);
         let (tape, read) = (&mut self.core.tape as *mut Tape, self.core.read_buffer());
         // SAFETY: `tape` and the read buffer are disjoint fields of `self.core`.
         let pair = hand_over(env.raw(), unsafe { &mut *tape }, read)?;
@@ -695,6 +701,7 @@ fn event_values(env: sys::napi_env, this: &mut JsSession, kind: i32, args: Event
     match args {
         EventArgs::None => {}
         EventArgs::Data => {
+            this.core.bytes_copied += bytes_to_copy(&this.core.tape);
             let (tape, read) = (&mut this.core.tape as *mut Tape, this.core.read_buffer());
             // SAFETY: `tape` and the read buffer are disjoint fields of `this.core`.
             values.push(hand_over(env, unsafe { &mut *tape }, read)?);
@@ -932,6 +939,12 @@ impl JsSession {
     #[napi(getter, catch_unwind)]
     pub fn socket_writes(&self) -> f64 {
         self.socket.as_deref().map_or(0.0, |s| s.tcp.writes as f64)
+    }
+
+    /// Received bytes copied in memory so far (see `Session::bytes_copied`).
+    #[napi(getter, catch_unwind)]
+    pub fn bytes_copied(&self) -> f64 {
+        self.core.bytes_copied as f64
     }
 
     #[napi(getter, catch_unwind)]

@@ -42,6 +42,10 @@ pub struct Session {
     pub out: Vec<u8>,
     /// Set by a framing error: the stream can no longer be trusted, later bytes are ignored.
     failed: bool,
+    /// Received bytes copied in memory (into the read buffer from a stream's chunk, into a
+    /// body being assembled, into a Buffer for JS), for the benchmarks and tests; what a
+    /// socket read puts in the read buffer is not a copy.
+    pub bytes_copied: u64,
 }
 
 /// A connection-level protocol error found while decoding.
@@ -107,6 +111,7 @@ impl Session {
         self.begin_receive();
         if !self.failed {
             self.read.extend_from_slice(chunk);
+            self.bytes_copied += chunk.len() as u64;
         }
         self.parse_received();
     }
@@ -279,6 +284,7 @@ impl Session {
         }
         assembly.content.extend_from_slice(piece);
         assembly.remaining -= piece.len() as u64;
+        self.bytes_copied += piece.len() as u64;
         if assembly.remaining == 0 {
             let done = self.assemblies.remove(&channel).expect("assembly present");
             let content = self.tape.object(Obj::Content(done.content));
