@@ -24,6 +24,7 @@ const safeEmit = require('./safe_emit');
 
 const { constants } = defs;
 const presence = require('./spec').propertyPresence[defs.BasicProperties];
+const PROPERTY_NAMES = defs.info(defs.BasicProperties).args.map((arg) => arg.name);
 
 // publish and sendToQueue report false once this much is waiting to be written.
 const WRITE_LIMIT = 4 * 1024 * 1024;
@@ -246,7 +247,7 @@ class Connection extends EventEmitter {
     const next = this.freeChannels.nextClearBit(1);
     if (next < 0 || next > this.channelMax) throw new Error('No channels left to allocate');
     this.freeChannels.set(next);
-    this.channels[next] = { channel, highWaterMark: options?.highWaterMark || 0, waiting: 0 };
+    this.channels[next] = { channel, highWaterMark: options?.highWaterMark || 0, waiting: 0, lastPublish: null };
     return next;
   }
 
@@ -433,18 +434,44 @@ class Connection extends EventEmitter {
   sendMessage(channel, method, fields, properties, props, content) {
     if (!Buffer.isBuffer(content)) throw new TypeError('content is not a buffer');
     let pending;
+    const record = this.channels[channel];
     if (method === defs.BasicPublish && properties === defs.BasicProperties && (fields.ticket === undefined || fields.ticket === 0)) {
-      // The hot path: arguments one by one, and only the properties that are there.
-      const present = presence(props);
-      pending = this.session.sendPublish(channel, fields.exchange, fields.routingKey, !!fields.mandatory, !!fields.immediate, props, present, content);
+      // The hot path: the same arguments as the channel's last publish send its frames again;
+      // otherwise the arguments go one by one, and only the properties that are there.
+      pending = record && samePublish(record.lastPublish, fields, props) ? this.session.sendPublishAgain(channel, content) : -1;
+      if (pending < 0) {
+        const present = presence(props);
+        pending = this.session.sendPublish(channel, fields.exchange, fields.routingKey, !!fields.mandatory, !!fields.immediate, props, present, content);
+        if (record) record.lastPublish = publishSnapshot(fields, props);
+      }
     } else {
       pending = this.session.sendMessage(channel, method, fields, properties, props, content);
     }
     this.scheduleFlush();
-    const record = this.channels[channel];
     if (record) record.waiting++;
     return this.writable(record, pending);
   }
+}
+
+// A publish's arguments, kept so the next publish can be checked against them; null when they
+// hold an object that could change unseen (only a frozen headers table is safe to compare).
+function publishSnapshot(fields, props) {
+  const values = new Array(PROPERTY_NAMES.length);
+  for (let i = 0; i < PROPERTY_NAMES.length; i++) {
+    const value = props[PROPERTY_NAMES[i]];
+    if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) return null;
+    values[i] = value;
+  }
+  return { exchange: fields.exchange, routingKey: fields.routingKey, mandatory: !!fields.mandatory, immediate: !!fields.immediate, values };
+}
+
+function samePublish(last, fields, props) {
+  if (last === null || last === undefined) return false;
+  if (fields.exchange !== last.exchange || fields.routingKey !== last.routingKey) return false;
+  if (!!fields.mandatory !== last.mandatory || !!fields.immediate !== last.immediate) return false;
+  const values = last.values;
+  for (let i = 0; i < PROPERTY_NAMES.length; i++) if (props[PROPERTY_NAMES[i]] !== values[i]) return false;
+  return true;
 }
 
 // Negotiates frameMax, channelMax and heartbeat from the server's tune and our wishes.

@@ -448,6 +448,17 @@ impl JsSession {
         Ok(self.core.out.len() as u32)
     }
 
+    /// A publish with the same arguments as the channel's last (JS has checked): the bytes
+    /// waiting afterwards, or -1 when the channel has no publish to repeat.
+    #[napi(catch_unwind)]
+    pub fn send_publish_again(&mut self, channel: u32, content: BufferSlice) -> i64 {
+        if self.core.send_publish_again(channel as u16, &content) {
+            self.core.out.len() as i64
+        } else {
+            -1
+        }
+    }
+
     #[napi(catch_unwind)]
     pub fn send_heartbeat(&mut self) {
         self.core.send_heartbeat();

@@ -46,6 +46,9 @@ pub struct Session {
     /// body being assembled, into a Buffer for JS), for the benchmarks and tests; what a
     /// socket read puts in the read buffer is not a copy.
     pub bytes_copied: u64,
+    /// Per channel, the method and header frames of its last publish, to send again for a
+    /// publish with the same arguments (only the body size differs).
+    last_publish: HashMap<u16, Vec<u8>>,
 }
 
 /// A connection-level protocol error found while decoding.
@@ -75,6 +78,7 @@ impl Session {
         self.tape = Tape::new();
         self.assemblies = HashMap::new();
         self.strings = Interner::new();
+        self.last_publish = HashMap::new();
         self.failed = true;
     }
 
@@ -339,10 +343,29 @@ impl Session {
         present: u16,
         content: &[u8],
     ) -> crate::codec::Result<()> {
+        let start = self.out.len();
         self.send_content(channel, |out| {
             frame::write_publish(out, channel, exchange, routing_key, mandatory, immediate)?;
             frame::write_header(out, channel, &spec::BASIC_PROPERTIES, content.len() as u64, properties, present)
-        }, content)
+        }, content)?;
+        let head_len = self.out.len() - start - frame::body_frames_len(content.len(), self.send_frame_max());
+        let last = self.last_publish.entry(channel).or_default();
+        last.clear();
+        last.extend_from_slice(&self.out[start..start + head_len]);
+        Ok(())
+    }
+
+    /// A publish with the same arguments as the channel's last one (the caller checks): its
+    /// method and header frames again, with this body's size. False if there is none.
+    pub fn send_publish_again(&mut self, channel: u16, content: &[u8]) -> bool {
+        let Some(last) = self.last_publish.get(&channel) else { return false };
+        let at = self.out.len();
+        self.out.extend_from_slice(last);
+        let size_at = at + frame::body_size_at(last);
+        self.out[size_at..size_at + 8].copy_from_slice(&(content.len() as u64).to_be_bytes());
+        let frame_max = self.send_frame_max();
+        frame::write_body(&mut self.out, channel, content, frame_max);
+        true
     }
 
     /// Writes a content method and header with `head`, then the body frames; on an encoding
@@ -446,6 +469,21 @@ mod tests {
         assert_eq!(client.read.capacity(), 0);
         client.receive(&frame::HEARTBEAT);
         assert!(events(&client).is_empty());
+    }
+
+    #[test]
+    fn a_repeated_publish_is_the_same_bytes_but_for_the_body_size() {
+        let props = TestValue::object(&[("contentType", TestValue::Str("text/plain".into())), ("headers", TestValue::object(&[]))]);
+        let (ex, rk) = (TestValue::Str("ex".into()), TestValue::Str("rk".into()));
+        let present = 0x8000 | 0x2000;
+        let mut fresh = Session::new();
+        fresh.send_publish(1, &ex, &rk, true, false, &props, present, &[1; 10]).unwrap();
+        fresh.send_publish(1, &ex, &rk, true, false, &props, present, &[2; 5000]).unwrap();
+        let mut again = Session::new();
+        again.send_publish(1, &ex, &rk, true, false, &props, present, &[1; 10]).unwrap();
+        assert!(again.send_publish_again(1, &[2; 5000]));
+        assert_eq!(again.out, fresh.out);
+        assert!(!again.send_publish_again(2, b"no publish on channel 2 yet"));
     }
 
     #[test]

@@ -145,10 +145,23 @@ pub fn write_header<V: Value>(
     })
 }
 
+/// Bytes [`write_body`] writes for a body of `len` bytes.
+pub fn body_frames_len(len: usize, frame_max: usize) -> usize {
+    let chunk = frame_max.saturating_sub(OVERHEAD).max(1);
+    len + len.div_ceil(chunk) * OVERHEAD
+}
+
+/// Where the body size sits in a method frame followed by a header frame (whose payload is
+/// class, weight, the 8-byte size, then flags and properties).
+pub fn body_size_at(method_and_header: &[u8]) -> usize {
+    let method_len = u32::from_be_bytes(method_and_header[3..7].try_into().unwrap()) as usize + OVERHEAD;
+    method_len + HEADER_BYTES + 4
+}
+
 /// Writes `content` as body frames of at most `frame_max` bytes each (no frame when empty).
 pub fn write_body(out: &mut Vec<u8>, channel: u16, content: &[u8], frame_max: usize) {
     let chunk = frame_max.saturating_sub(OVERHEAD).max(1);
-    out.reserve(content.len() + content.len().div_ceil(chunk) * OVERHEAD);
+    out.reserve(body_frames_len(content.len(), frame_max));
     for piece in content.chunks(chunk) {
         let at = begin_frame(out, FRAME_BODY, channel);
         out.extend_from_slice(piece);
