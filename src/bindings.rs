@@ -276,9 +276,12 @@ fn napi_ok(status: sys::napi_status) -> Result<()> {
     }
 }
 
-unsafe extern "C" fn drop_content(_env: sys::napi_env, _data: *mut std::ffi::c_void, hint: *mut std::ffi::c_void) {
+unsafe extern "C" fn drop_content(env: sys::napi_env, _data: *mut std::ffi::c_void, hint: *mut std::ffi::c_void) {
     // SAFETY: `hint` is the Box<Vec<u8>> leaked in `content_buffer`, finalised exactly once.
-    drop(unsafe { Box::from_raw(hint.cast::<Vec<u8>>()) });
+    let content = unsafe { Box::from_raw(hint.cast::<Vec<u8>>()) };
+    let mut total = 0;
+    // SAFETY: finalizers run on the env's own thread.
+    unsafe { sys::napi_adjust_external_memory(env, -(content.capacity() as i64), &mut total) };
 }
 
 /// A Buffer that takes ownership of an assembled body, without copying it again.
@@ -291,13 +294,18 @@ fn content_buffer(env: sys::napi_env, content: Vec<u8>) -> Result<sys::napi_valu
         return Ok(out);
     }
     let mut boxed = Box::new(content);
-    let (data, len) = (boxed.as_mut_ptr(), boxed.len());
+    let (data, len, capacity) = (boxed.as_mut_ptr(), boxed.len(), boxed.capacity());
     let hint = Box::into_raw(boxed);
     // SAFETY: the Vec stays alive (leaked into `hint`) until Node runs `drop_content`.
     let status = unsafe {
         sys::napi_create_external_buffer(env, len, data.cast(), Some(drop_content), hint.cast(), &mut out)
     };
     if status == sys::Status::napi_ok {
+        // Tell V8 about memory it cannot see, so that it collects these Buffers as promptly
+        // as its own; the finalizer takes the amount back.
+        let mut total = 0;
+        // SAFETY: env is live on this thread.
+        unsafe { sys::napi_adjust_external_memory(env, capacity as i64, &mut total) };
         return Ok(out);
     }
     // External buffers not allowed (e.g. a sandboxed runtime): fall back to one copy.
