@@ -826,8 +826,10 @@ unsafe fn poll_ready(this: *mut JsSession, status: c_int, events: c_int) {
         if written == 1 {
             let Some(state) = (unsafe { (*this).socket.as_deref_mut() }) else { return };
             if state.ending {
+                // Everything is written: tell JS it is over (its last event), then close.
                 unsafe {
-                    (*this).close_socket_with_event();
+                    JsSession::emit(this, EVENT_CLOSE, EventArgs::None);
+                    (*this).close_socket();
                 }
                 return;
             }
@@ -837,16 +839,6 @@ unsafe fn poll_ready(this: *mut JsSession, status: c_int, events: c_int) {
                 unsafe { JsSession::emit(this, EVENT_DRAIN, EventArgs::None) };
             }
         }
-    }
-}
-
-impl JsSession {
-    /// Closes from the poll callback, telling JS (its last event).
-    unsafe fn close_socket_with_event(&mut self) {
-        let this = self as *mut JsSession;
-        // SAFETY: called from the poll callback with a live session.
-        unsafe { JsSession::emit(this, EVENT_CLOSE, EventArgs::None) };
-        self.close_socket();
     }
 }
 
