@@ -13,6 +13,8 @@ use crate::tape::{Obj, Tape};
 
 /// Tables nested deeper than this are refused rather than decoded (recursion is bounded).
 pub const MAX_TABLE_DEPTH: usize = 64;
+/// String values in tables up to this many bytes go through the string table.
+const MAX_INTERNED_VALUE: usize = 32;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -740,8 +742,10 @@ impl Decoder<'_> {
                 self.tape.push(digits as f64);
             }
             b'S' => {
+                // Short values repeat (regions, tenants, content kinds): intern them; long ones
+                // are mostly unique (trace ids, payloads) and would only churn the table.
                 let bytes = r.sized(true)?;
-                let slot = self.string_slot(r, bytes, false);
+                let slot = self.string_slot(r, bytes, bytes.len() <= MAX_INTERNED_VALUE);
                 self.tape.push(slot);
             }
             b'x' => {
