@@ -2,7 +2,7 @@
 //!
 //! Encoding reads values through the [`Value`] trait, so the same encoder serves JS values
 //! (through Node-API, in `bindings`) and plain Rust values (in tests). Decoding writes onto
-//! the event [`Tape`](crate::tape::Tape) that JS reads in one pass.
+//! the event [`Tape`] that JS reads in one pass.
 //!
 //! Semantics follow amqplib 2.0.1: the same type inference for table values, the same
 //! defaults and the same error texts.

@@ -10,6 +10,27 @@
 //! - [`transport`] and `uv`: the TCP socket owned by the native side, polled on Node's loop.
 //! - `bindings`: the Node-API surface over all of the above.
 
+//!
+//! # Unsafe code, and the invariant each use relies on
+//!
+//! `codec`, `frame`, `strings`, `tape` and `spec` have none. Every block elsewhere carries a
+//! `SAFETY:` comment; by function:
+//!
+//! | where | what | relies on |
+//! |---|---|---|
+//! | `connection::Session::receive_with` | `set_len` after a read into spare capacity | the reader initialised exactly the bytes it reports (asserted not to exceed what it was given) |
+//! | `transport::sockaddr` | writing a `sockaddr_in`/`in6` into `sockaddr_storage` | the storage is large and aligned enough for any socket address |
+//! | `transport::TcpSocket::{connect, read, write, set_option, take_error}` | system calls | the descriptor is ours (an `OwnedFd` made from `socket()` once), buffers are valid for the lengths passed, `MSG_NOSIGNAL` on send |
+//! | `uv::uv` | `dlsym` and `transmute` to function pointers | each name is libuv's own function with the signature in uv.h, exported by the node binary that loaded us |
+//! | `uv::{alloc_poll, free_poll}` | allocating and freeing a `uv_poll_t` | the size comes from `uv_handle_size`; memory is freed only in libuv's close callback |
+//! | `uv::{data, set_data}` | `handle->data` | `uv_handle_t` starts with `void* data` |
+//! | `bindings::JsVal` (Value impl) | Node-API reads of JS values | env and value belong to the current call and are used before it returns |
+//! | `bindings::{hand_over, js_object, content_buffer, js_string}` | creating JS values and Buffers | env of the current call; a content `Vec` leaked into an external Buffer is reclaimed exactly once, by its finalizer (or at once if Node refuses external memory) |
+//! | `bindings::throw`, the `#[napi]` entry points | throwing, `Unknown::from_raw_unchecked` | values made in the same call's env |
+//! | `bindings::JsSession::connect_socket` | poll handle init, `handle->data = session` | the session lives in napi-rs's box while its JS object lives; the strong reference to the socket's JS callback keeps that object alive until `close_socket`, and an env cleanup hook runs `close_socket` if the env goes first |
+//! | `bindings::{on_poll, poll_ready, JsSession::emit}` | the poll callback dereferencing the session | as above; no Rust reference is held while JS runs (`emit` works from the raw pointer, borrows end before `napi_make_callback`); panics are caught and never unwind into libuv |
+//! | `bindings::JsSession::close_socket` | `uv_poll_stop`, `uv_close`, deleting references | the handle is live until its close callback; references and the async context were made for this socket in its env |
+
 pub mod codec;
 pub mod connection;
 pub mod frame;
