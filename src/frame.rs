@@ -16,7 +16,6 @@ pub const HEADER_BYTES: usize = 7;
 /// Envelope bytes around a payload: the 7-byte header and the frame-end octet.
 pub const OVERHEAD: usize = 8;
 pub const HEARTBEAT: [u8; 8] = [FRAME_HEARTBEAT as u8, 0, 0, 0, 0, 0, 0, FRAME_END as u8];
-pub const PROTOCOL_HEADER: &[u8; 8] = b"AMQP\x00\x00\x09\x01";
 
 /// The envelope of one complete frame found at the start of a buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -71,10 +71,6 @@ impl Tape {
         self.slots[slot] = v;
     }
 
-    pub fn get(&self, slot: usize) -> f64 {
-        self.slots[slot]
-    }
-
     /// Appends `n` zeroed slots and returns the index of the first.
     pub fn reserve(&mut self, n: usize) -> usize {
         let at = self.slots.len();
