@@ -94,20 +94,33 @@ describe('native TCP transport', () => {
     const ch = await conn.createChannel();
     const { queue } = await ch.assertQueue('', { exclusive: true });
     const session = conn.connection.session;
-    for (const size of [1024, 448 * 1024]) {
-      const body = Buffer.alloc(size, 3);
+    // [size, count]: small bodies arrive several to a read; a large one in many frames.
+    for (const [size, count] of [[1024, 40], [448 * 1024, 1]]) {
+      const bodies = Array.from({ length: count }, (_, i) => Buffer.alloc(size, i + 1));
+      const messages = [];
       let delivered;
       const got = new Promise((resolve) => {
         delivered = resolve;
       });
-      const { consumerTag } = await ch.consume(queue, delivered, { noAck: true });
+      const { consumerTag } = await ch.consume(queue, (msg) => {
+        messages.push(msg);
+        if (messages.length === count) delivered();
+      }, { noAck: true });
       const before = session.bytesCopied;
-      ch.sendToQueue(queue, body);
-      const msg = await got;
+      for (const body of bodies) ch.sendToQueue(queue, body);
+      await got;
       const copied = session.bytesCopied - before;
-      assert.ok(msg.content.equals(body));
-      assert.strictEqual(msg.content.buffer.byteLength, size, 'a Buffer of exactly its size');
-      assert.ok(copied >= size && copied < size * 1.01, `${size} bytes of content, ${copied} copied`);
+      messages.forEach((msg, i) => assert.ok(msg.content.equals(bodies[i]), `message ${i} intact`));
+      assert.ok(copied >= size * count && copied < size * count * 1.01, `${size * count} bytes of content, ${copied} copied`);
+      // Each content is a Buffer of exactly its size; those that share a backing store (the
+      // small bodies of one read) fill it exactly, with nothing else kept alive.
+      const stores = new Map();
+      for (const { content } of messages) {
+        assert.strictEqual(content.length, size);
+        stores.set(content.buffer, (stores.get(content.buffer) || 0) + content.length);
+      }
+      for (const [store, used] of stores) assert.strictEqual(store.byteLength, used, 'the store holds contents only');
+      if (size > 8 * 1024) assert.strictEqual(messages[0].content.buffer.byteLength, size, 'a large body owns its Buffer');
       await ch.cancel(consumerTag);
     }
     await conn.close();

@@ -19,7 +19,7 @@ const { Heart } = require('./heartbeat');
 const { HEARTBEAT, PROTOCOL_HEADER } = require('./frame');
 const { closeMessage, methodName, inspect } = require('./format');
 const { IllegalOperationError, stackCapture } = require('./error');
-const { TapeReader, EVENT_ERROR, EVENT_METHOD, EVENT_HEADER, EVENT_BODY, EVENT_HEARTBEAT } = require('./tape');
+const { TapeReader, EVENT_ERROR, EVENT_METHOD, EVENT_HEADER, EVENT_BODY, EVENT_POOLED_BODY, EVENT_HEARTBEAT } = require('./tape');
 const safeEmit = require('./safe_emit');
 
 const { constants } = defs;
@@ -334,6 +334,9 @@ class Connection extends EventEmitter {
           break;
         case EVENT_HEADER:
           this.incoming.push({ id, channel, size: t[at], fields: reader.properties(id, t, at + 1) });
+          break;
+        case EVENT_POOLED_BODY:
+          this.incoming.push({ channel, content: reader.pooledContent(t[at], t[at + 1]) });
           break;
         case EVENT_BODY:
           this.incoming.push({ channel, content: reader.obj(t[at]) });

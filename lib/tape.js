@@ -9,6 +9,7 @@ const EVENT_ERROR = 0;
 const EVENT_METHOD = 1;
 const EVENT_HEADER = 2;
 const EVENT_BODY = 3;
+const EVENT_POOLED_BODY = 4;
 const EVENT_HEARTBEAT = 8;
 
 const TAG = {
@@ -20,17 +21,20 @@ class TapeReader {
   constructor() {
     this.strings = [];
     this.objects = null;
+    // The read's content slab (see src/tape.rs): small bodies back to back.
+    this.slab = undefined;
     this.pos = 0;
     // Slots of the string-table header before the events: table positions count from here.
     this.base = 0;
   }
 
-  // Takes `[tape, objects]` from the native side; returns the tape and the index of its
+  // Takes `[tape, objects, slab]` from the native side; returns the index of the tape's
   // first event.
   load(pair) {
     const tape = pair[0];
     const objects = pair[1];
     this.objects = objects;
+    this.slab = pair[2];
     if (tape[0] === 1) this.strings.length = 0;
     const fresh = tape[1];
     let i = 2;
@@ -45,6 +49,12 @@ class TapeReader {
 
   obj(slot) {
     return this.objects[slot];
+  }
+
+  // The content of a pooled body: a Buffer of exactly its size, a view into the slab.
+  pooledContent(offset, length) {
+    const slab = this.slab;
+    return Buffer.from(slab.buffer, slab.byteOffset + offset, length);
   }
 
   // A table argument: slot i holds the first slot of its entries (counted from the first
@@ -109,4 +119,4 @@ class TapeReader {
   }
 }
 
-module.exports = { TapeReader, EVENT_ERROR, EVENT_METHOD, EVENT_HEADER, EVENT_BODY, EVENT_HEARTBEAT };
+module.exports = { TapeReader, EVENT_ERROR, EVENT_METHOD, EVENT_HEADER, EVENT_BODY, EVENT_POOLED_BODY, EVENT_HEARTBEAT };

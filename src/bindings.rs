@@ -339,37 +339,63 @@ fn js_object(env: sys::napi_env, obj: Obj, source: &[u8]) -> Result<sys::napi_va
     }
 }
 
-/// Bytes the objects of `tape` will copy out of the buffer they were decoded from.
+/// Bytes the objects of `tape` and its content slab will copy out of the decoded buffer.
 fn bytes_to_copy(tape: &Tape) -> u64 {
-    tape.objects.iter().map(|o| if let Obj::Bytes { len, .. } = o { *len as u64 } else { 0 }).sum()
+    let objects: usize = tape.objects.iter().map(|o| if let Obj::Bytes { len, .. } = o { *len } else { 0 }).sum();
+    (objects + tape.pooled_bytes()) as u64
 }
 
-/// `[tape, objects]`: the tape as a Float64Array and its objects as an Array.
+/// The read's content slab: one Buffer with the pooled bodies back to back (see `tape.rs`),
+/// or undefined when there are none.
+fn content_slab(env: sys::napi_env, tape: &Tape, source: &[u8]) -> Result<sys::napi_value> {
+    let mut out = ptr::null_mut();
+    if tape.pooled.is_empty() {
+        napi_ok(unsafe { sys::napi_get_undefined(env, &mut out) })?;
+        return Ok(out);
+    }
+    let mut data = ptr::null_mut();
+    // SAFETY: env is live; `data` receives a fresh store of `pooled_bytes` bytes, which the
+    // ranges (each within `source`, together exactly that many bytes) fill completely.
+    unsafe {
+        napi_ok(sys::napi_create_buffer(env, tape.pooled_bytes(), &mut data, &mut out))?;
+        let slab = std::slice::from_raw_parts_mut(data.cast::<u8>(), tape.pooled_bytes());
+        let mut at = 0;
+        for &(start, len) in &tape.pooled {
+            slab[at..at + len].copy_from_slice(&source[start..start + len]);
+            at += len;
+        }
+    }
+    Ok(out)
+}
+
+/// `[tape, objects, slab]`: the tape as a Float64Array, its objects as an Array, and the
+/// read's content slab.
 fn hand_over(env: sys::napi_env, tape: &mut Tape, source: &[u8]) -> Result<sys::napi_value> {
-    let slots = tape.to_slots();
+    let slots = tape.total_slots();
     let mut array_buffer = ptr::null_mut();
     let mut data = ptr::null_mut();
-    let bytes = std::mem::size_of_val(slots.as_slice());
-    // SAFETY: env is live; `data` receives a fresh JS-owned store of `bytes` bytes that
-    // `copy_nonoverlapping` fills completely.
+    // SAFETY: env is live; `data` receives a fresh JS-owned store of `slots` f64s (8-byte
+    // aligned, as V8 allocates array buffers) that `write_slots` fills completely.
     unsafe {
-        napi_ok(sys::napi_create_arraybuffer(env, bytes, &mut data, &mut array_buffer))?;
-        ptr::copy_nonoverlapping(slots.as_ptr().cast::<u8>(), data.cast::<u8>(), bytes);
+        napi_ok(sys::napi_create_arraybuffer(env, slots * 8, &mut data, &mut array_buffer))?;
+        tape.write_slots(std::slice::from_raw_parts_mut(data.cast::<f64>(), slots));
     }
+    let slab = content_slab(env, tape, source)?;
     let mut typed = ptr::null_mut();
     let mut objects = ptr::null_mut();
     let mut pair = ptr::null_mut();
     // SAFETY: env is live; all handles were created in this call.
     unsafe {
-        napi_ok(sys::napi_create_typedarray(env, sys::TypedarrayType::float64_array, slots.len(), array_buffer, 0, &mut typed))?;
+        napi_ok(sys::napi_create_typedarray(env, sys::TypedarrayType::float64_array, slots, array_buffer, 0, &mut typed))?;
         napi_ok(sys::napi_create_array_with_length(env, tape.objects.len(), &mut objects))?;
         for (i, obj) in tape.objects.drain(..).enumerate() {
             let value = js_object(env, obj, source)?;
             napi_ok(sys::napi_set_element(env, objects, i as u32, value))?;
         }
-        napi_ok(sys::napi_create_array_with_length(env, 2, &mut pair))?;
+        napi_ok(sys::napi_create_array_with_length(env, 3, &mut pair))?;
         napi_ok(sys::napi_set_element(env, pair, 0, typed))?;
         napi_ok(sys::napi_set_element(env, pair, 1, objects))?;
+        napi_ok(sys::napi_set_element(env, pair, 2, slab))?;
     }
     Ok(pair)
 }

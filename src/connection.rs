@@ -20,6 +20,9 @@ pub const UNTUNED_FRAME_MAX: usize = 16 * 1024 * 1024;
 pub const READ_CHUNK: usize = 64 * 1024;
 /// The most a content header can make us allocate before its body arrives.
 pub const MAX_CONTENT_RESERVE: u64 = 8 * 1024 * 1024;
+/// Bodies in one frame up to this size share their read's content slab (see `tape.rs`);
+/// larger ones get a Buffer of their own, whose allocation their copy outweighs anyway.
+pub const POOLED_BODY_MAX: usize = 8 * 1024;
 
 /// A message body being assembled on one channel.
 struct Assembly {
@@ -276,11 +279,15 @@ impl Session {
             });
         }
         if assembly.content.is_empty() && piece.len() as u64 == assembly.remaining {
-            // The whole body in one frame: JS copies it straight from the read buffer into a
-            // Buffer of its own, with no assembly in between.
+            // The whole body in one frame: it is copied straight from the read buffer into
+            // the Buffer JS gets, with no assembly in between.
             self.assemblies.remove(&channel);
-            let content = self.tape.object(Obj::Bytes { start: from, len: to - from });
-            self.emit_body(channel, content);
+            if piece.len() <= POOLED_BODY_MAX {
+                self.tape.pooled_body(channel, from, piece.len());
+            } else {
+                let content = self.tape.object(Obj::Bytes { start: from, len: piece.len() });
+                self.emit_body(channel, content);
+            }
             return Ok(());
         }
         if assembly.content.capacity() == 0 {
@@ -397,7 +404,7 @@ impl Session {
 mod tests {
     use super::*;
     use crate::codec::test_value::{TapeView, TestValue};
-    use crate::tape::{EVENT_ERROR, EVENT_HEARTBEAT};
+    use crate::tape::{EVENT_ERROR, EVENT_HEARTBEAT, EVENT_POOLED_BODY};
     use proptest::prelude::*;
 
     /// (kind, channel, id) of each event of the last receive, and the fields of methods.
@@ -450,15 +457,31 @@ mod tests {
     }
 
     #[test]
-    fn a_body_in_one_frame_is_handed_over_from_the_read_buffer() {
+    fn small_bodies_in_one_frame_share_the_read_s_content_slab() {
+        let mut bytes = delivery(b"small", 4096);
+        bytes.extend(delivery(b"second", 4096));
         let mut client = Session::new();
-        client.receive(&delivery(b"small", 4096));
+        client.receive(&bytes);
+        let kinds: Vec<u8> = events(&client).iter().map(|e| e.0).collect();
+        assert_eq!(kinds, [EVENT_METHOD, EVENT_HEADER, EVENT_POOLED_BODY, EVENT_METHOD, EVENT_HEADER, EVENT_POOLED_BODY]);
+        let slab: Vec<u8> = client.tape.pooled.iter().flat_map(|&(start, len)| &client.read_buffer()[start..start + len]).copied().collect();
+        assert_eq!(slab, b"smallsecond");
+        assert_eq!(client.tape.pooled_bytes(), 11);
+        assert!(client.tape.objects.iter().all(|o| !matches!(o, Obj::Bytes { .. } | Obj::Content(_))));
+        assert!(client.assemblies.is_empty());
+    }
+
+    #[test]
+    fn a_large_body_in_one_frame_is_handed_over_from_the_read_buffer() {
+        let body = vec![7u8; POOLED_BODY_MAX + 1];
+        let mut client = Session::new();
+        client.receive(&delivery(&body, 131072));
         let bytes = client.tape.objects.iter().find_map(|o| match o {
             Obj::Bytes { start, len } => Some(&client.read_buffer()[*start..start + len]),
             _ => None,
         });
-        assert_eq!(bytes, Some(&b"small"[..]));
-        assert!(client.assemblies.is_empty());
+        assert_eq!(bytes, Some(&body[..]));
+        assert!(client.tape.pooled.is_empty());
     }
 
     #[test]

@@ -14,11 +14,19 @@
 //!
 //! A string slot holds `id >= 0` for an interned string, or `-(index + 1)` for a string
 //! object of this read. Other object slots hold the object's index.
+//!
+//! Small bodies that arrived in one frame are not objects of their own: they are copied, in
+//! order, into one Buffer per read (the read's content slab), and their event holds the
+//! `offset, length` of each in it. Each message's content is then a view of exactly its size
+//! into that Buffer, made in JS: one allocation per read instead of one per message (the
+//! cost that dominated receiving small messages), as Node pools its own small Buffers. What
+//! a retained message keeps alive is bounded by what one read brought.
 
 pub const EVENT_ERROR: u8 = 0;
 pub const EVENT_METHOD: u8 = 1;
 pub const EVENT_HEADER: u8 = 2;
 pub const EVENT_BODY: u8 = 3;
+pub const EVENT_POOLED_BODY: u8 = 4;
 pub const EVENT_HEARTBEAT: u8 = 8;
 
 /// A value JS must be given as an object rather than a number.
@@ -41,6 +49,9 @@ pub struct Tape {
     pub objects: Vec<Obj>,
     new_strings: Vec<(u32, usize)>,
     reset_strings: bool,
+    /// The ranges of the decoded buffer that make up this read's content slab, in order.
+    pub pooled: Vec<(usize, usize)>,
+    pooled_bytes: usize,
 }
 
 impl Tape {
@@ -53,6 +64,23 @@ impl Tape {
         self.objects.clear();
         self.new_strings.clear();
         self.reset_strings = false;
+        self.pooled.clear();
+        self.pooled_bytes = 0;
+    }
+
+    /// Bytes of this read's content slab.
+    pub fn pooled_bytes(&self) -> usize {
+        self.pooled_bytes
+    }
+
+    /// A body event whose content is `start..start + len` of the decoded buffer, to be
+    /// copied into this read's content slab.
+    pub fn pooled_body(&mut self, channel: u16, start: usize, len: usize) {
+        let at = self.begin_event(EVENT_POOLED_BODY, channel, 0);
+        self.slots.extend_from_slice(&[self.pooled_bytes as f64, len as f64]);
+        self.end_event(at);
+        self.pooled.push((start, len));
+        self.pooled_bytes += len;
     }
 
     pub fn len(&self) -> usize {
@@ -120,16 +148,29 @@ impl Tape {
         self.end_event(at);
     }
 
-    /// The whole tape as JS reads it: the string-table header, then the events.
-    pub fn to_slots(&self) -> Vec<f64> {
-        let mut out = Vec::with_capacity(2 + 2 * self.new_strings.len() + self.slots.len());
-        out.push(self.reset_strings as u8 as f64);
-        out.push(self.new_strings.len() as f64);
-        for &(id, index) in &self.new_strings {
-            out.push(id as f64);
-            out.push(index as f64);
+    /// Slots of the whole tape as JS reads it.
+    pub fn total_slots(&self) -> usize {
+        2 + 2 * self.new_strings.len() + self.slots.len()
+    }
+
+    /// Writes the whole tape as JS reads it, the string-table header and then the events,
+    /// into `out` (of exactly [`total_slots`](Self::total_slots) slots).
+    pub fn write_slots(&self, out: &mut [f64]) {
+        let (header, events) = out.split_at_mut(out.len() - self.slots.len());
+        header[0] = self.reset_strings as u8 as f64;
+        header[1] = self.new_strings.len() as f64;
+        for (pair, &(id, index)) in header[2..].chunks_exact_mut(2).zip(&self.new_strings) {
+            pair[0] = id as f64;
+            pair[1] = index as f64;
         }
-        out.extend_from_slice(&self.slots);
+        events.copy_from_slice(&self.slots);
+    }
+
+    /// The whole tape as JS reads it, as a Vec.
+    #[cfg(test)]
+    pub fn to_slots(&self) -> Vec<f64> {
+        let mut out = vec![0.0; self.total_slots()];
+        self.write_slots(&mut out);
         out
     }
 }
