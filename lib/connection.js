@@ -429,7 +429,10 @@ class Connection extends EventEmitter {
   }
 
   sendMethod(channel, method, fields) {
-    const pending = this.session.sendMethod(channel, method, fields);
+    const flags = acknowledgementFlags(method, fields);
+    const pending = flags < 0
+      ? this.session.sendMethod(channel, method, fields)
+      : this.session.sendAcknowledgement(channel, method, fields.deliveryTag, flags);
     this.scheduleFlush();
     return this.writable(undefined, pending);
   }
@@ -453,6 +456,25 @@ class Connection extends EventEmitter {
     this.scheduleFlush();
     if (record) record.waiting++;
     return this.writable(record, pending);
+  }
+}
+
+// basic.ack, nack and reject go out once per message consumed: with a safe-integer tag and
+// boolean flags (as the channel APIs make them), their flags are packed here, bit by bit in
+// the order of their arguments, and the native side needs no fields object. -1 otherwise:
+// the general encoder then reads the fields and reports what is wrong with them.
+function acknowledgementFlags(method, fields) {
+  if (method !== defs.BasicAck && method !== defs.BasicNack && method !== defs.BasicReject) return -1;
+  const tag = fields.deliveryTag;
+  if (!Number.isSafeInteger(tag) || tag < 0) return -1;
+  const { multiple, requeue } = fields;
+  switch (method) {
+    case defs.BasicAck:
+      return typeof multiple === 'boolean' ? +multiple : -1;
+    case defs.BasicNack:
+      return typeof multiple === 'boolean' && typeof requeue === 'boolean' ? multiple | (requeue << 1) : -1;
+    default:
+      return typeof requeue === 'boolean' ? +requeue : -1;
   }
 }
 

@@ -482,6 +482,16 @@ impl JsSession {
         Ok(self.core.out.len() as u32)
     }
 
+    /// basic.ack, basic.nack or basic.reject with its arguments packed by JS (see
+    /// `Session::send_acknowledgement`); JS sends only safe-integer tags this way.
+    #[napi(catch_unwind)]
+    pub fn send_acknowledgement(&mut self, env: Env, channel: u32, method_id: u32, delivery_tag: f64, flags: u32) -> Result<u32> {
+        self.core
+            .send_acknowledgement(channel as u16, method_id, delivery_tag as u64, flags as u8)
+            .map_err(|e| throw(env.raw(), &e))?;
+        Ok(self.core.out.len() as u32)
+    }
+
     /// A publish with the same arguments as the channel's last (JS has checked): the bytes
     /// waiting afterwards, or -1 when the channel has no publish to repeat.
     #[napi(catch_unwind)]

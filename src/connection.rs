@@ -362,6 +362,19 @@ impl Session {
         Ok(())
     }
 
+    /// basic.ack, basic.nack or basic.reject (see `frame::write_acknowledgement`): `flags`
+    /// holds its bits in the order of its arguments. Any other method is refused.
+    pub fn send_acknowledgement(&mut self, channel: u16, method_id: u32, delivery_tag: u64, flags: u8) -> crate::codec::Result<()> {
+        let method = match method_id {
+            id if id == spec::BASIC_ACK.id => &spec::BASIC_ACK,
+            id if id == spec::BASIC_NACK.id => &spec::BASIC_NACK,
+            id if id == spec::BASIC_REJECT.id => &spec::BASIC_REJECT,
+            _ => return Err(CodecError::UnknownMethod),
+        };
+        frame::write_acknowledgement(&mut self.out, channel, method, delivery_tag, flags);
+        Ok(())
+    }
+
     /// A publish with the same arguments as the channel's last one (the caller checks): its
     /// method and header frames again, with this body's size. False if there is none.
     pub fn send_publish_again(&mut self, channel: u16, content: &[u8]) -> bool {
@@ -492,6 +505,33 @@ mod tests {
         assert_eq!(client.read.capacity(), 0);
         client.receive(&frame::HEARTBEAT);
         assert!(events(&client).is_empty());
+    }
+
+    #[test]
+    fn acknowledgements_are_the_bytes_of_their_methods() {
+        let cases = [
+            (&spec::BASIC_ACK, 1, vec![("deliveryTag", TestValue::Num(7.0)), ("multiple", TestValue::Bool(true))]),
+            (
+                &spec::BASIC_NACK,
+                2,
+                vec![("deliveryTag", TestValue::Num(9e15)), ("multiple", TestValue::Bool(false)), ("requeue", TestValue::Bool(true))],
+            ),
+            (&spec::BASIC_REJECT, 0, vec![("deliveryTag", TestValue::Num(1.0)), ("requeue", TestValue::Bool(false))]),
+        ];
+        for (method, flags, fields) in cases {
+            let tag = match fields[0].1 {
+                TestValue::Num(n) => n as u64,
+                _ => unreachable!(),
+            };
+            let mut fast = Session::new();
+            fast.send_acknowledgement(3, method.id, tag, flags).unwrap();
+            let mut general = Session::new();
+            general.send_method(3, method.id, &TestValue::object(&fields)).unwrap();
+            assert_eq!(fast.out, general.out, "{}", method.name);
+        }
+        let mut session = Session::new();
+        assert!(session.send_acknowledgement(1, spec::BASIC_PUBLISH.id, 1, 0).is_err());
+        assert!(session.out.is_empty());
     }
 
     #[test]

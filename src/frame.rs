@@ -106,6 +106,17 @@ pub fn write_method<V: Value>(out: &mut Vec<u8>, channel: u16, method: &MethodSp
     })
 }
 
+/// basic.ack, basic.nack or basic.reject from its arguments: a delivery tag, then its flags
+/// packed in one octet (the shape all three share). These go out once per message consumed,
+/// so they skip reading a fields object.
+pub fn write_acknowledgement(out: &mut Vec<u8>, channel: u16, method: &MethodSpec, delivery_tag: u64, flags: u8) {
+    let at = begin_frame(out, FRAME_METHOD, channel);
+    out.extend_from_slice(&method.id.to_be_bytes());
+    out.extend_from_slice(&delivery_tag.to_be_bytes());
+    out.push(flags);
+    end_frame(out, at);
+}
+
 /// A basic.publish method frame from its arguments (ticket 0), without a fields object to
 /// read them from: the publish path passes them one by one.
 pub fn write_publish<V: Value>(
