@@ -37,6 +37,8 @@ class Connection extends EventEmitter {
     this.native = underlying instanceof NativeSocket;
     this.stream = this.native ? underlying : wrapStream(underlying);
     this.session = this.native ? underlying.session : new native.Session();
+    // The handle the per-message and per-read calls take (src/bindings/hot.rs).
+    this.hot = this.native ? underlying.hot : this.session.hotHandle();
     this.reader = new TapeReader();
     // Frames decoded and not yet taken by recvFrame.
     this.incoming = [];
@@ -310,7 +312,7 @@ class Connection extends EventEmitter {
       this.recvSinceLastCheck = true;
       this.incoming.length = 0;
       this.incomingAt = 0;
-      this.decode(this.native ? input : this.session.receive(input));
+      this.decode(this.native ? input : native.receive(this.hot, input));
     }
     const frame = this.incoming[this.incomingAt];
     this.incoming[this.incomingAt++] = undefined;
@@ -389,7 +391,7 @@ class Connection extends EventEmitter {
 
   // Hands the session's output to the stream; false when the stream asks us to wait.
   writeOutput() {
-    const out = this.session.takeOutput();
+    const out = native.takeOutput(this.hot);
     return out === null || this.stream.write(out);
   }
 
@@ -432,7 +434,7 @@ class Connection extends EventEmitter {
     const flags = acknowledgementFlags(method, fields);
     const pending = flags < 0
       ? this.session.sendMethod(channel, method, fields)
-      : this.session.sendAcknowledgement(channel, method, fields.deliveryTag, flags);
+      : native.sendAcknowledgement(this.hot, channel, method, fields.deliveryTag, flags);
     this.scheduleFlush();
     return this.writable(undefined, pending);
   }
@@ -444,7 +446,7 @@ class Connection extends EventEmitter {
     if (method === defs.BasicPublish && properties === defs.BasicProperties && (fields.ticket === undefined || fields.ticket === 0)) {
       // The hot path: the same arguments as the channel's last publish send its frames again;
       // otherwise the arguments go one by one, and only the properties that are there.
-      pending = record && samePublish(record.lastPublish, fields, props) ? this.session.sendPublishAgain(channel, content) : -1;
+      pending = record && samePublish(record.lastPublish, fields, props) ? native.sendPublishAgain(this.hot, channel, content) : -1;
       if (pending < 0) {
         const present = presence(props);
         pending = this.session.sendPublish(channel, fields.exchange, fields.routingKey, !!fields.mandatory, !!fields.immediate, props, present, content);

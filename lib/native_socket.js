@@ -30,6 +30,7 @@ class NativeSocket extends EventEmitter {
   constructor() {
     super();
     this.session = new native.Session();
+    this.hot = this.session.hotHandle();
     this.received = [];
     this.open = false;
     this.destroyed = false;
@@ -95,7 +96,7 @@ class NativeSocket extends EventEmitter {
 
   // Writes what the session has queued. False when the rest must wait ('drain' follows).
   flushOutput() {
-    const status = this.session.flushSocket();
+    const status = native.flushSocket(this.hot);
     if (status < 0) {
       process.nextTick(() => this.fail(systemError(-status, 'write')));
       return true;

@@ -20,6 +20,8 @@ use napi_derive::napi;
 use std::collections::HashMap;
 use std::ptr;
 
+mod hot;
+
 /// Index of each cached property key in the keys array, by the key's address.
 type KeyIndex = HashMap<usize, u32, std::hash::BuildHasherDefault<crate::strings::Fnv>>;
 
@@ -400,6 +402,14 @@ fn hand_over(env: sys::napi_env, tape: &mut Tape, source: &[u8]) -> Result<sys::
     Ok(pair)
 }
 
+/// `[tape, objects, slab]` for what `core` last received, counting the bytes they copy.
+fn hand_over_received(env: sys::napi_env, core: &mut Session) -> Result<sys::napi_value> {
+    core.bytes_copied += bytes_to_copy(&core.tape);
+    let (tape, read) = (&mut core.tape as *mut Tape, core.read_buffer());
+    // SAFETY: `tape` and the read buffer are disjoint fields of `core`.
+    hand_over(env, unsafe { &mut *tape }, read)
+}
+
 // ---------------------------------------------------------------- the connection core
 
 /// One connection's codec state: its read buffer, body assembly, string table and output;
@@ -417,22 +427,19 @@ impl JsSession {
         JsSession { core: Session::new(), socket: None }
     }
 
-    /// Parses what the transport read; returns `[tape, objects]` for every complete frame.
+    /// A handle for the hot entry points (see `hot.rs`), which keeps this session alive.
     #[napi(catch_unwind)]
-    pub fn receive(&mut self, env: Env, chunk: BufferSlice) -> Result<Unknown<'_>> {
-        self.core.receive(&chunk);
-        self.core.bytes_copied += bytes_to_copy(&self.core.tape);
-        let (tape, read) = (&mut self.core.tape as *mut Tape, self.core.read_buffer());
-        // SAFETY: `tape` and the read buffer are disjoint fields of `self.core`.
-        let pair = hand_over(env.raw(), unsafe { &mut *tape }, read)?;
-        // SAFETY: `pair` was created in this call's env.
-        Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), pair) })
+    pub fn hot_handle(&mut self, env: Env, this: This) -> Result<Unknown<'_>> {
+        let handle = hot::handle(env.raw(), self, this.object.raw())?;
+        // SAFETY: `handle` was created in this call's env.
+        Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), handle) })
     }
 
     /// Each send returns the bytes now waiting to be written, which the connection needs for
     /// backpressure anyway: one crossing instead of two.
     #[napi(catch_unwind)]
     pub fn send_method(&mut self, env: Env, channel: u32, method_id: u32, fields: Unknown) -> Result<u32> {
+        let _encoding = hot::Encoding::enter(self);
         let fields = JsVal::of(&env, &fields);
         self.core.send_method(channel as u16, method_id, &fields).map_err(|e| throw(env.raw(), &e))?;
         Ok(self.core.out.len() as u32)
@@ -450,6 +457,7 @@ impl JsSession {
         properties: Unknown,
         content: BufferSlice,
     ) -> Result<u32> {
+        let _encoding = hot::Encoding::enter(self);
         let fields = JsVal::of(&env, &fields);
         let properties = JsVal::of(&env, &properties);
         self.core
@@ -474,33 +482,13 @@ impl JsSession {
         present: u32,
         content: BufferSlice,
     ) -> Result<u32> {
+        let _encoding = hot::Encoding::enter(self);
         let (exchange, routing_key) = (JsVal::of(&env, &exchange), JsVal::of(&env, &routing_key));
         let properties = JsVal::of(&env, &properties);
         self.core
             .send_publish(channel as u16, &exchange, &routing_key, mandatory, immediate, &properties, present as u16, &content)
             .map_err(|e| throw(env.raw(), &e))?;
         Ok(self.core.out.len() as u32)
-    }
-
-    /// basic.ack, basic.nack or basic.reject with its arguments packed by JS (see
-    /// `Session::send_acknowledgement`); JS sends only safe-integer tags this way.
-    #[napi(catch_unwind)]
-    pub fn send_acknowledgement(&mut self, env: Env, channel: u32, method_id: u32, delivery_tag: f64, flags: u32) -> Result<u32> {
-        self.core
-            .send_acknowledgement(channel as u16, method_id, delivery_tag as u64, flags as u8)
-            .map_err(|e| throw(env.raw(), &e))?;
-        Ok(self.core.out.len() as u32)
-    }
-
-    /// A publish with the same arguments as the channel's last (JS has checked): the bytes
-    /// waiting afterwards, or -1 when the channel has no publish to repeat.
-    #[napi(catch_unwind)]
-    pub fn send_publish_again(&mut self, channel: u32, content: BufferSlice) -> i64 {
-        if self.core.send_publish_again(channel as u16, &content) {
-            self.core.out.len() as i64
-        } else {
-            -1
-        }
     }
 
     #[napi(catch_unwind)]
@@ -517,17 +505,6 @@ impl JsSession {
     #[napi(getter, catch_unwind)]
     pub fn pending_output(&self) -> u32 {
         self.core.out.len() as u32
-    }
-
-    /// Everything encoded since the last call, as one Buffer (null when nothing is waiting).
-    #[napi(catch_unwind)]
-    pub fn take_output<'env>(&mut self, env: &'env Env) -> Result<Option<BufferSlice<'env>>> {
-        if self.core.out.is_empty() {
-            return Ok(None);
-        }
-        let out = BufferSlice::copy_from(env, &self.core.out)?;
-        self.core.out.clear();
-        Ok(Some(out))
     }
 
     /// The connection is over: give back the buffers' memory now (see `release_buffers`).
@@ -689,6 +666,15 @@ impl JsSession {
         }
     }
 
+    /// Writes what is queued: 1 all written, 0 the rest waits (a drain event follows), or a
+    /// negative errno.
+    fn flush_socket(&mut self) -> i32 {
+        if self.socket.as_deref().is_some_and(|s| s.connecting || s.drain_owed) {
+            return 0; // the poll callback writes when the socket is ready
+        }
+        self.write_out()
+    }
+
     /// Stops polling and closes the socket; JS hears no more from it.
     fn close_socket(&mut self) {
         let Some(state) = self.socket.take() else { return };
@@ -755,12 +741,7 @@ fn event_values(env: sys::napi_env, this: &mut JsSession, kind: i32, args: Event
     let mut values = vec![kind_value];
     match args {
         EventArgs::None => {}
-        EventArgs::Data => {
-            this.core.bytes_copied += bytes_to_copy(&this.core.tape);
-            let (tape, read) = (&mut this.core.tape as *mut Tape, this.core.read_buffer());
-            // SAFETY: `tape` and the read buffer are disjoint fields of `this.core`.
-            values.push(hand_over(env, unsafe { &mut *tape }, read)?);
-        }
+        EventArgs::Data => values.push(hand_over_received(env, &mut this.core)?),
         EventArgs::Error { errno, syscall } => {
             let mut errno_value = ptr::null_mut();
             // SAFETY: env is live on this thread.
@@ -949,16 +930,6 @@ impl JsSession {
         Ok(self.socket_mut()?.tcp.set_keep_alive(on, idle_secs).err().map_or(0, |e| errno_of(&e)))
     }
 
-    /// Writes what is queued: 1 all written, 0 the rest waits (a drain event follows), or a
-    /// negative errno.
-    #[napi(catch_unwind)]
-    pub fn flush_socket(&mut self) -> i32 {
-        if self.socket.as_deref().is_some_and(|s| s.connecting || s.drain_owed) {
-            return 0; // the poll callback writes when the socket is ready
-        }
-        self.write_out()
-    }
-
     /// Closes after what is queued has been written. True if closed at once; otherwise a
     /// close event follows.
     #[napi(catch_unwind)]
@@ -1005,4 +976,10 @@ impl JsSession {
 #[napi(js_name = "__panicForTest", catch_unwind)]
 pub fn panic_for_test(message: String) {
     panic!("{message}");
+}
+
+/// Adds the hot entry points (`hot.rs`) to the module's exports.
+#[napi(module_exports)]
+pub fn register_hot_entry_points(exports: Object, env: Env) -> Result<()> {
+    hot::register(env.raw(), exports.raw())
 }
