@@ -69,4 +69,22 @@ describe('publish', () => {
     assert.deepStrictEqual(got.sort(), ['one', 'one', 'two', 'two']);
     await conn.close();
   });
+
+  it('publish reports false once 1024 messages or 4 MB wait, or a channel\'s own highWaterMark', async () => {
+    const conn = await amqp.connect(BROKER_URL);
+    const falseAfter = async (options, size) => {
+      const ch = await conn.createChannel(options);
+      const { queue } = await ch.assertQueue('', { exclusive: true });
+      const body = Buffer.alloc(size);
+      let sent = 1;
+      while (ch.sendToQueue(queue, body)) sent++;
+      await new Promise((resolve) => ch.once('drain', resolve));
+      await ch.close();
+      return sent;
+    };
+    assert.strictEqual(await falseAfter(undefined, 10), 1025, 'small messages: amqplib\'s count');
+    assert.strictEqual(await falseAfter(undefined, 64 * 1024), 64, 'large ones: the byte limit');
+    assert.strictEqual(await falseAfter({ highWaterMark: 3000 }, 10), 3001, 'a highWaterMark of its own');
+    await conn.close();
+  });
 });

@@ -26,8 +26,11 @@ const { constants } = defs;
 const presence = require('./spec').propertyPresence[defs.BasicProperties];
 const PROPERTY_NAMES = defs.info(defs.BasicProperties).args.map((arg) => arg.name);
 
-// publish and sendToQueue report false once this much is waiting to be written.
+// publish and sendToQueue report false once this much is waiting to be written...
 const WRITE_LIMIT = 4 * 1024 * 1024;
+// ...or once a channel has more messages than this waiting, as amqplib's channels do (its
+// default highWaterMark): a loop that publishes until false then stops as soon as there.
+const DEFAULT_HIGH_WATER_MARK = 1024;
 
 class Connection extends EventEmitter {
   constructor(underlying) {
@@ -244,7 +247,8 @@ class Connection extends EventEmitter {
 
   // Channel numbers are allocated lowest-first so the array stays dense. A channel's
   // highWaterMark option (a number of messages) lets that many wait to be written before
-  // its publishes report false, where the default is WRITE_LIMIT bytes in all.
+  // its publishes report false, where the default is DEFAULT_HIGH_WATER_MARK messages or
+  // WRITE_LIMIT bytes in all, whichever comes first.
   freshChannel(channel, options) {
     const next = this.freeChannels.nextClearBit(1);
     if (next < 0 || next > this.channelMax) throw new Error('No channels left to allocate');
@@ -363,7 +367,8 @@ class Connection extends EventEmitter {
   // get 'drain' when it is again.
   writable(record, pending) {
     const waiting = pending + this.stream.writableLength;
-    if (waiting < WRITE_LIMIT || (record && record.waiting <= record.highWaterMark)) return true;
+    if (record && record.highWaterMark > 0 ? record.waiting <= record.highWaterMark
+      : waiting < WRITE_LIMIT && (!record || record.waiting <= DEFAULT_HIGH_WATER_MARK)) return true;
     this.drainOwed = true;
     return false;
   }
