@@ -122,7 +122,7 @@ async function main() {
   const start = Date.now();
   let last = { ...counts, at: start };
   const samples = [];
-  console.log('  time   publish/s  consume/s  slow/s  held  rss MB  external MB  heap MB');
+  console.log('  time   publish/s  consume/s  slow/s  held  rss MB  external MB  heap MB  heap total MB');
   while (Date.now() - start < SECONDS * 1000) {
     await sleep(5000);
     const now = Date.now();
@@ -132,7 +132,7 @@ async function main() {
     console.log(
       `${String(Math.round((now - start) / 1000)).padStart(5)} s ${String(Math.round((counts.confirmed - last.confirmed) / s)).padStart(10)} ` +
         `${String(Math.round((counts.consumed - last.consumed) / s)).padStart(10)} ${String(Math.round((counts.slowConsumed - last.slowConsumed) / s)).padStart(7)} ` +
-        `${String(slow.held()).padStart(5)} ${mb(mem.rss).padStart(7)} ${mb(mem.external).padStart(12)} ${mb(mem.heapUsed).padStart(8)}`,
+        `${String(slow.held()).padStart(5)} ${mb(mem.rss).padStart(7)} ${mb(mem.external).padStart(12)} ${mb(mem.heapUsed).padStart(8)} ${mb(mem.heapTotal).padStart(14)}`,
     );
     last = { ...counts, at: now };
   }
