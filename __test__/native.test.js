@@ -3,7 +3,8 @@
 
 const { describe, it } = require('node:test');
 const assert = require('node:assert');
-const { execFileSync } = require('node:child_process');
+const { execFileSync, spawnSync } = require('node:child_process');
+const fs = require('node:fs');
 const path = require('node:path');
 const native = require('../lib/native');
 const defs = require('../lib/defs');
@@ -78,5 +79,18 @@ describe('native addon', () => {
       const major = execFileSync(node, ['-e', script], { encoding: 'utf8' }).trim();
       assert.ok(Number(major) >= 20, `${node} loaded the addon (Node ${major})`);
     }
+  });
+
+  it('AMQPLIB_RS_ADDON chooses the build to load, and one that is missing is named', () => {
+    const load = (addon) => spawnSync(process.execPath, ['-e', 'require(process.argv[1]).connect', root], {
+      env: { ...process.env, AMQPLIB_RS_ADDON: addon },
+      encoding: 'utf8',
+    });
+    const missing = load('/nonexistent/amqplib_rs.node');
+    assert.notStrictEqual(missing.status, 0);
+    assert.match(missing.stderr, /\/nonexistent\/amqplib_rs\.node: not found/);
+    assert.doesNotMatch(missing.stderr, /native\/amqplib_rs/, 'nothing else is tried');
+    const built = fs.readdirSync(path.join(root, 'native')).find((f) => f.endsWith('.node'));
+    assert.strictEqual(load(path.join(root, 'native', built)).status, 0);
   });
 });

@@ -43,11 +43,12 @@ const rustFreePath = [path.dirname(process.execPath), ...(process.env.PATH || ''
   .filter((dir) => dir && !dir.split(path.sep).includes('.bin') && !TOOLS.some((tool) => findOnPath(tool, [dir])));
 
 // The environment for the clean project: no npm_* variables inherited from an npm script (they
-// would point npm at this repository), no NODE_PATH (which could reach its node_modules).
+// would point npm at this repository), no NODE_PATH (which could reach its node_modules), no
+// AMQPLIB_RS_ADDON (which would choose the addon for it).
 function cleanEnv() {
   const env = {};
   for (const [key, value] of Object.entries(process.env)) {
-    if (!/^npm_/i.test(key) && key !== 'NODE_PATH' && key !== 'PATH') env[key] = value;
+    if (!/^npm_/i.test(key) && !['NODE_PATH', 'PATH', 'AMQPLIB_RS_ADDON'].includes(key)) env[key] = value;
   }
   env.PATH = rustFreePath.join(path.delimiter);
   env.AMQP_URL = AMQP_URL;

@@ -3,6 +3,7 @@
 // git clone, or `npm run build`) if there is one, else the prebuilt binary from this platform's
 // package (amqplib-rs-linux-x64-gnu and so on, an optional dependency of the published package).
 // The local build comes first so that a checkout always runs the code it was built from.
+// AMQPLIB_RS_ADDON names another build to load instead (the sanitizer run uses it).
 
 const path = require('node:path');
 
@@ -16,7 +17,8 @@ function platformSuffix() {
 
 function load() {
   const suffix = platformSuffix();
-  const candidates = [
+  const chosen = process.env.AMQPLIB_RS_ADDON;
+  const candidates = chosen ? [path.resolve(chosen)] : [
     path.join(__dirname, '..', 'native', `amqplib_rs.${suffix}.node`),
     `amqplib-rs-${suffix}`,
   ];

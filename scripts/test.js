@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 'use strict';
-// `npm test`: the Rust tests, our JS tests, the type check, then amqplib's own suite
-// (compat/run.js). Stops at the first step that fails, with its exit code.
+// `npm test`: the Rust tests, our JS tests, the type check, amqplib's own suite
+// (compat/run.js), then the Rust and JS tests again with the addon built with AddressSanitizer
+// (scripts/sanitize.js). Stops at the first step that fails, with its exit code.
 
 const { spawnSync } = require('node:child_process');
 const path = require('node:path');
@@ -15,6 +16,7 @@ const steps = [
   ['JS tests', node, ['--test', '--test-timeout=60000', '__test__/**/*.test.js']],
   ['type check', node, [require.resolve('typescript/bin/tsc', { paths: [root] }), '-p', 'tsconfig.json']],
   ['compat suite', node, ['compat/run.js']],
+  ['sanitizer', node, ['scripts/sanitize.js']],
 ];
 
 console.log(`npm test on Node ${process.version}`);
