@@ -89,7 +89,7 @@ describe('native TCP transport', () => {
     await conn.close();
   });
 
-  it("a delivery's content is copied once, whether it came in one frame or many", async () => {
+  it("a delivery's content is copied at most once, whether it came in one frame or many", async () => {
     const conn = await amqp.connect(BROKER_URL);
     const ch = await conn.createChannel();
     const { queue } = await ch.assertQueue('', { exclusive: true });
@@ -111,7 +111,8 @@ describe('native TCP transport', () => {
       await got;
       const copied = session.bytesCopied - before;
       messages.forEach((msg, i) => assert.ok(msg.content.equals(bodies[i]), `message ${i} intact`));
-      assert.ok(copied >= size * count && copied < size * count * 1.01, `${size * count} bytes of content, ${copied} copied`);
+      assert.ok(copied <= size * count, `${size * count} bytes of content, ${copied} copied: at most once`);
+      if (size > 8 * 1024) assert.ok(copied < size / 2, `${copied} copied: most of a large body is read straight into it`);
       // Each content is a Buffer of exactly its size; those that share a backing store (the
       // small bodies of one read) fill it exactly, with nothing else kept alive.
       const stores = new Map();

@@ -812,11 +812,11 @@ unsafe fn poll_ready(this: *mut JsSession, status: c_int, events: c_int) {
             let JsSession { core, socket } = session;
             let Some(state) = socket.as_deref_mut() else { return };
             match core.receive_with(|buf| state.tcp.read(buf)) {
-                Ok(0) => {
+                Ok(read) if read.filled == 0 => {
                     unsafe { JsSession::emit(this, EVENT_END, EventArgs::None) };
                     return;
                 }
-                Ok(filled) => {
+                Ok(read) => {
                     if !core.tape.is_empty() {
                         unsafe { JsSession::emit(this, EVENT_DATA, EventArgs::Data) };
                         // A reply to what was read leaves before this read returns.
@@ -825,8 +825,8 @@ unsafe fn poll_ready(this: *mut JsSession, status: c_int, events: c_int) {
                             return fail(-written, "write");
                         }
                     }
-                    if filled < crate::connection::READ_CHUNK {
-                        break;
+                    if read.filled < read.offered {
+                        break; // the socket had no more for now
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,

@@ -20,6 +20,11 @@ pub const UNTUNED_FRAME_MAX: usize = 16 * 1024 * 1024;
 pub const READ_CHUNK: usize = 64 * 1024;
 /// The most a content header can make us allocate before its body arrives.
 pub const MAX_CONTENT_RESERVE: u64 = 8 * 1024 * 1024;
+/// A body frame with at least this much of its payload still to come is read from the socket
+/// straight into its message's assembly, not through the read buffer (see [`DirectBody`]).
+pub const DIRECT_BODY_MIN: usize = 32 * 1024;
+/// The most one direct read asks for (and reserves in the assembly ahead of the bytes).
+const DIRECT_READ_MAX: usize = 1024 * 1024;
 /// Bodies in one frame up to this size share their read's content slab (see `tape.rs`);
 /// larger ones get a Buffer of their own, whose allocation their copy outweighs anyway.
 pub const POOLED_BODY_MAX: usize = 8 * 1024;
@@ -28,6 +33,24 @@ pub const POOLED_BODY_MAX: usize = 8 * 1024;
 struct Assembly {
     remaining: u64,
     content: Vec<u8>,
+}
+
+/// A body frame whose header has been parsed and whose payload's rest is read from the
+/// socket into the channel's assembly, so that a large message's bytes are copied by the
+/// kernel only. The frame-end octet that follows is checked by the next parse.
+#[derive(Clone, Copy)]
+struct DirectBody {
+    channel: u16,
+    payload_left: usize,
+}
+
+/// What one [`Session::receive_with`] read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Read {
+    /// Bytes the reader filled; 0 is the end of the stream.
+    pub filled: usize,
+    /// Bytes it was offered: a read that filled them all may have left more waiting.
+    pub offered: usize,
 }
 
 #[derive(Default)]
@@ -52,6 +75,11 @@ pub struct Session {
     /// Per channel, the method and header frames of its last publish, to send again for a
     /// publish with the same arguments (only the body size differs).
     last_publish: HashMap<u16, Vec<u8>>,
+    /// The body frame being read straight into its assembly, if any.
+    direct: Option<DirectBody>,
+    /// The channel of a direct body frame whose payload is complete: its frame-end octet
+    /// starts the next read.
+    frame_end_due: Option<u16>,
 }
 
 /// A connection-level protocol error found while decoding.
@@ -82,6 +110,8 @@ impl Session {
         self.assemblies = HashMap::new();
         self.strings = Interner::new();
         self.last_publish = HashMap::new();
+        self.direct = None;
+        self.frame_end_due = None;
         self.failed = true;
     }
 
@@ -120,25 +150,60 @@ impl Session {
             self.read.extend_from_slice(chunk);
             self.bytes_copied += chunk.len() as u64;
         }
-        self.parse_received();
+        self.parse_received(false);
     }
 
-    /// Like [`receive`](Self::receive), reading straight into the read buffer: `read` is given
-    /// the buffer's spare capacity (at least [`READ_CHUNK`] bytes) and returns how much it
-    /// filled. This is how a socket owned by the native side avoids a copy per read.
-    pub fn receive_with<F>(&mut self, read: F) -> std::io::Result<usize>
+    /// Like [`receive`](Self::receive), reading straight into the session's buffers: `read`
+    /// is given spare capacity to fill and returns how much it filled. That is the read
+    /// buffer (at least [`READ_CHUNK`] bytes), or, while a large body frame is under way, its
+    /// message's assembly (see [`DirectBody`]). This is how a socket owned by the native side
+    /// avoids a copy per read, and for large messages any copy at all.
+    pub fn receive_with<F>(&mut self, read: F) -> std::io::Result<Read>
     where
         F: FnOnce(&mut [std::mem::MaybeUninit<u8>]) -> std::io::Result<usize>,
     {
         self.begin_receive();
+        if let Some(direct) = self.direct {
+            return self.receive_direct(direct, read);
+        }
+        // Between the frames of a large body, read only up to the next frame's header, so
+        // that its payload too is read straight into the assembly.
+        let limit = if self.body_continues() { 1 + frame::HEADER_BYTES } else { usize::MAX };
         self.read.reserve(READ_CHUNK);
         let spare = self.read.spare_capacity_mut();
+        let offered = spare.len().min(limit);
+        let spare = &mut spare[..offered];
         let filled = read(spare)?;
-        assert!(filled <= spare.len(), "a read cannot fill more than it was given");
+        assert!(filled <= offered, "a read cannot fill more than it was given");
         // SAFETY: `read` initialised the first `filled` bytes of the spare capacity.
         unsafe { self.read.set_len(self.read.len() + filled) };
-        self.parse_received();
-        Ok(filled)
+        self.parse_received(true);
+        Ok(Read { filled, offered })
+    }
+
+    /// A direct body frame has ended and its message has more to come.
+    fn body_continues(&self) -> bool {
+        self.frame_end_due.is_some_and(|channel| self.assemblies.get(&channel).is_some_and(|a| a.remaining > 0))
+    }
+
+    /// Reads the rest of a direct body frame's payload into its assembly.
+    fn receive_direct<F>(&mut self, direct: DirectBody, read: F) -> std::io::Result<Read>
+    where
+        F: FnOnce(&mut [std::mem::MaybeUninit<u8>]) -> std::io::Result<usize>,
+    {
+        let assembly = self.assemblies.get_mut(&direct.channel).expect("a direct body has its assembly");
+        let wanted = direct.payload_left.min(DIRECT_READ_MAX);
+        assembly.content.reserve(wanted);
+        let spare = &mut assembly.content.spare_capacity_mut()[..wanted];
+        let filled = read(spare)?;
+        assert!(filled <= wanted, "a read cannot fill more than it was given");
+        // SAFETY: `read` initialised the first `filled` bytes of the spare capacity.
+        unsafe { assembly.content.set_len(assembly.content.len() + filled) };
+        assembly.remaining -= filled as u64;
+        let payload_left = direct.payload_left - filled;
+        self.direct = (payload_left > 0).then_some(DirectBody { payload_left, ..direct });
+        self.frame_end_due = (payload_left == 0).then_some(direct.channel);
+        Ok(Read { filled, offered: wanted })
     }
 
     fn begin_receive(&mut self) {
@@ -148,7 +213,9 @@ impl Session {
         self.consumed = 0;
     }
 
-    fn parse_received(&mut self) {
+    /// Parses the frames in the read buffer. With `direct`, a large body frame left
+    /// incomplete at the end continues as a [`DirectBody`].
+    fn parse_received(&mut self, direct: bool) {
         if self.failed {
             // Nothing after a framing error can be trusted; keep reading only to see the end.
             self.read.clear();
@@ -156,6 +223,13 @@ impl Session {
         }
         let max = self.max_payload();
         let mut pos = 0;
+        if let (Some(channel), false) = (self.frame_end_due, self.read.is_empty()) {
+            if let Err(e) = self.end_direct_body(channel) {
+                self.fail(e);
+                return;
+            }
+            pos = 1;
+        }
         loop {
             match parse_envelope(&self.read[pos..], max) {
                 Ok(Some(envelope)) => {
@@ -165,7 +239,12 @@ impl Session {
                     }
                     pos += envelope.size + OVERHEAD;
                 }
-                Ok(None) => break,
+                Ok(None) => {
+                    if direct {
+                        pos = self.begin_direct_body(pos);
+                    }
+                    break;
+                }
                 Err(e) => {
                     self.fail(ProtocolError { code: FRAME_ERROR, message: e.to_string() });
                     break;
@@ -173,6 +252,46 @@ impl Session {
             }
         }
         self.consumed = pos;
+    }
+
+    /// If the incomplete frame at `pos` is a body frame with much of its payload to come (its
+    /// size is already checked against the frame max), takes what has arrived of it into its
+    /// assembly and goes on directly; returns the read buffer position parsed up to.
+    fn begin_direct_body(&mut self, pos: usize) -> usize {
+        let rest = &self.read[pos..];
+        if rest.len() < frame::HEADER_BYTES || rest[0] as u32 != FRAME_BODY {
+            return pos;
+        }
+        let channel = u16::from_be_bytes([rest[1], rest[2]]);
+        let size = u32::from_be_bytes([rest[3], rest[4], rest[5], rest[6]]) as usize;
+        let arrived = &rest[frame::HEADER_BYTES..];
+        let Some(assembly) = self.assemblies.get_mut(&channel) else { return pos };
+        if size - arrived.len() < DIRECT_BODY_MIN || size as u64 > assembly.remaining {
+            return pos; // small, or an error the whole frame will show
+        }
+        if assembly.content.capacity() == 0 {
+            assembly.content.reserve_exact(assembly.remaining.min(MAX_CONTENT_RESERVE) as usize);
+        }
+        assembly.content.extend_from_slice(arrived);
+        assembly.remaining -= arrived.len() as u64;
+        self.bytes_copied += arrived.len() as u64;
+        self.direct = Some(DirectBody { channel, payload_left: size - arrived.len() });
+        self.read.len()
+    }
+
+    /// The frame-end octet after a direct body frame, at the start of the read buffer; the
+    /// body is complete when nothing of it remains.
+    fn end_direct_body(&mut self, channel: u16) -> Result<(), ProtocolError> {
+        self.frame_end_due = None;
+        if self.read[0] != spec::FRAME_END as u8 {
+            return Err(ProtocolError { code: FRAME_ERROR, message: frame::FrameError::BadFrameEnd.to_string() });
+        }
+        if self.assemblies.get(&channel).is_some_and(|a| a.remaining == 0) {
+            let done = self.assemblies.remove(&channel).expect("checked above");
+            let content = self.tape.object(Obj::Content(done.content));
+            self.emit_body(channel, content);
+        }
+        Ok(())
     }
 
     /// Writes out what is waiting through `write` until all is written or the writer would
@@ -201,6 +320,8 @@ impl Session {
     fn fail(&mut self, e: ProtocolError) {
         self.failed = true;
         self.assemblies.clear();
+        self.direct = None;
+        self.frame_end_due = None;
         self.tape.error_event(e.code as u16, e.message);
     }
 
@@ -420,8 +541,11 @@ mod tests {
     use crate::tape::{EVENT_ERROR, EVENT_HEARTBEAT, EVENT_POOLED_BODY};
     use proptest::prelude::*;
 
-    /// (kind, channel, id) of each event of the last receive, and the fields of methods.
-    fn events(session: &Session) -> Vec<(u8, u16, u32)> {
+    /// (kind, channel, id) of an event.
+    type Event = (u8, u16, u32);
+
+    /// (kind, channel, id) of each event of the last receive.
+    fn events(session: &Session) -> Vec<Event> {
         let slots = session.tape.to_slots();
         let view = TapeView::new(&slots, &session.tape, session.read_buffer());
         let mut out = Vec::new();
@@ -563,6 +687,63 @@ mod tests {
         }
     }
 
+    /// Feeds `bytes` through `receive_with`, each read given at most `chunk` bytes; returns
+    /// the events of every read and the assembled contents.
+    fn read_through(client: &mut Session, bytes: &[u8], chunk: usize) -> (Vec<Event>, Vec<Vec<u8>>) {
+        let (mut seen, mut contents, mut at) = (Vec::new(), Vec::new(), 0);
+        while at < bytes.len() {
+            let read = client
+                .receive_with(|spare| {
+                    let n = spare.len().min(chunk).min(bytes.len() - at);
+                    for (slot, &byte) in spare.iter_mut().zip(&bytes[at..at + n]) {
+                        slot.write(byte);
+                    }
+                    Ok(n)
+                })
+                .unwrap();
+            at += read.filled;
+            seen.extend(events(client));
+            contents.extend(client.tape.objects.drain(..).filter_map(|o| match o {
+                Obj::Content(c) => Some(c),
+                _ => None,
+            }));
+        }
+        (seen, contents)
+    }
+
+    #[test]
+    fn large_bodies_are_read_straight_into_their_assembly() {
+        let body: Vec<u8> = (0..300_000u32).map(|n| (n % 251) as u8).collect();
+        let bytes = [delivery(&body, 131072), frame::HEARTBEAT.to_vec(), delivery(b"after", 131072)].concat();
+        for chunk in [1, 7, 1000, 65536, 200_000, usize::MAX] {
+            let mut client = Session::new();
+            client.set_frame_max(131072);
+            let (seen, contents) = read_through(&mut client, &bytes, chunk);
+            let kinds: Vec<u8> = seen.iter().map(|e| e.0).collect();
+            assert_eq!(
+                kinds,
+                [EVENT_METHOD, EVENT_HEADER, EVENT_BODY, EVENT_HEARTBEAT, EVENT_METHOD, EVENT_HEADER, EVENT_POOLED_BODY],
+                "chunk {chunk}"
+            );
+            assert_eq!(contents, std::slice::from_ref(&body), "chunk {chunk}");
+            assert_eq!(contents[0].capacity(), body.len(), "exactly its size");
+            // Only what came with the first body frame's header was copied.
+            assert!(client.bytes_copied < (chunk.min(2 * READ_CHUNK) + 100) as u64, "chunk {chunk}: copied {}", client.bytes_copied);
+        }
+    }
+
+    #[test]
+    fn a_direct_body_frame_must_end_with_frame_end() {
+        let mut bytes = delivery(&vec![1u8; 100_000], 131072);
+        let end = bytes.len() - 1;
+        bytes[end] = 0;
+        let mut client = Session::new();
+        client.set_frame_max(131072);
+        let (seen, contents) = read_through(&mut client, &bytes, 4096);
+        assert!(contents.is_empty(), "no body from a bad frame");
+        assert_eq!(seen.iter().find(|e| e.0 == EVENT_ERROR).map(|e| e.2), Some(FRAME_ERROR));
+    }
+
     #[test]
     fn repeated_strings_are_sent_to_js_once() {
         let mut client = Session::new();
@@ -638,6 +819,24 @@ mod tests {
             client.receive(&bytes[..cut]);
             client.receive(&bytes[cut..]);
             prop_assert!(client.read_buffer().len() <= bytes.len());
+        }
+
+        #[test]
+        fn fuzz_direct_reads_mutated(at in 0usize..140_000, byte in any::<u8>(), chunk in 1usize..70_000) {
+            let body = vec![9u8; 130_000];
+            let mut bytes = [delivery(&body, 65536), delivery(b"after", 65536)].concat();
+            let at = at % bytes.len();
+            bytes[at] = byte;
+            let mut client = Session::new();
+            client.set_frame_max(65536);
+            let (seen, contents) = read_through(&mut client, &bytes, chunk);
+            let failed = seen.iter().any(|e| e.0 == EVENT_ERROR);
+            for content in &contents {
+                prop_assert!(content.len() <= bytes.len(), "nothing beyond what arrived");
+            }
+            if !failed && bytes[at] == body[0] && at > 200 && at < bytes.len() - 100 {
+                prop_assert_eq!(&contents, std::slice::from_ref(&body), "a byte of the body changed to itself");
+            }
         }
     }
 }

@@ -18,7 +18,7 @@
 //!
 //! | where | what | relies on |
 //! |---|---|---|
-//! | `connection::Session::receive_with` | `set_len` after a read into spare capacity | the reader initialised exactly the bytes it reports (asserted not to exceed what it was given) |
+//! | `connection::Session::{receive_with, receive_direct}` | `set_len` after a read into spare capacity (of the read buffer, or of a body's assembly) | the reader initialised exactly the bytes it reports (asserted not to exceed what it was given) |
 //! | `transport::sockaddr` | writing a `sockaddr_in`/`in6` into `sockaddr_storage` | the storage is large and aligned enough for any socket address |
 //! | `transport::TcpSocket::{connect, read, write, set_option, take_error}` | system calls | the descriptor is ours (an `OwnedFd` made from `socket()` once), buffers are valid for the lengths passed, `MSG_NOSIGNAL` on send |
 //! | `uv::uv` | `dlsym` and `transmute` to function pointers | each name is libuv's own function with the signature in uv.h, exported by the node binary that loaded us |
