@@ -140,6 +140,40 @@ describe('hostile servers', () => {
     await server.close();
   });
 
+  it('a delivery cut short by the next, in one read: the same channel error as amqplib', async () => {
+    // The second delivery arrives whole; the first still wants its body.
+    const seen = {};
+    for (const [name, lib] of [['ours', amqp], ['amqplib', require('amqplib')]]) {
+      const server = await fakeServer(async ({ send, sendRaw, expect }) => {
+        const open = await expect(defs.ChannelOpen);
+        send(defs.ChannelOpenOk, { channelId: Buffer.alloc(0) }, open.channel);
+        await expect(defs.BasicConsume);
+        send(defs.BasicConsumeOk, { consumerTag: 'c' }, open.channel);
+        const deliver = (tag) => send(defs.BasicDeliver, { consumerTag: 'c', deliveryTag: tag, exchange: '', routingKey: 'q' }, open.channel);
+        const header = frame(constants.FRAME_HEADER, open.channel, Buffer.concat([Buffer.from([0, 60, 0, 0]), u64(5), Buffer.from([0, 0])]));
+        deliver(1);
+        sendRaw(header);
+        deliver(2);
+        sendRaw(Buffer.concat([header, frame(constants.FRAME_BODY, open.channel, Buffer.from('hello'))]));
+        await expect(defs.ChannelClose);
+        send(defs.ChannelCloseOk, {}, open.channel);
+      });
+      const conn = await lib.connect(server.url);
+      const ch = await conn.createChannel();
+      const delivered = [];
+      const error = new Promise((resolve) => ch.on('error', resolve));
+      const closed = new Promise((resolve) => ch.on('close', resolve));
+      await ch.consume('q', (msg) => delivered.push(msg.fields.deliveryTag));
+      const { message, code, classId, methodId } = await error;
+      await closed;
+      seen[name] = { message, code, classId, methodId, delivered };
+      conn.connection.stream.destroy();
+      await server.close();
+    }
+    assert.strictEqual(seen.ours.code, constants.UNEXPECTED_FRAME);
+    assert.deepStrictEqual(seen.ours, seen.amqplib);
+  });
+
   it('a delivery to an unknown consumer closes the channel with an error', async () => {
     const server = await fakeServer(async ({ send, sendRaw, expect }) => {
       const open = await expect(defs.ChannelOpen);

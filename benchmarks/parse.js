@@ -29,8 +29,16 @@ function pass(connection, stream, input) {
     stream.push(chunk);
     let f = connection.recvFrame();
     while (f) {
-      if (f.id === M.BasicDeliver) message = { fields: f.fields, properties: null, content: null };
-      else if (f.content !== undefined) {
+      if (f.id === M.BasicDeliver) {
+        message = { fields: f.fields, properties: null, content: null };
+        // Ours hands over a delivery that came whole as one frame.
+        if (f.content !== undefined) {
+          message.properties = f.properties;
+          message.content = f.content;
+          bytes += message.content.length;
+          made++;
+        }
+      } else if (f.content !== undefined) {
         message.content = f.content;
         bytes += message.content.length;
         made++;

@@ -125,17 +125,35 @@ class Channel extends EventEmitter {
   // Content-carrying frames go through the message state machine; a protocol violation
   // (thrown as a string) or a throwing handler closes the channel with an error.
   acceptMessageFrame(f) {
+    this.stepMessage(f, f.id);
+  }
+
+  // Runs the message state machine on `f`; a problem is reported against the method
+  // `blamed` (undefined for a body frame).
+  stepMessage(f, blamed) {
     try {
       this.handleMessage = this.handleMessage(f);
     } catch (problem) {
       if (typeof problem === 'string') {
-        this.closeWithError(f.id, problem, constants.UNEXPECTED_FRAME, new Error(problem));
+        this.closeWithError(blamed, problem, constants.UNEXPECTED_FRAME, new Error(problem));
       } else if (problem instanceof Error) {
-        this.closeWithError(f.id, 'Error while processing message', constants.INTERNAL_ERROR, problem);
+        this.closeWithError(blamed, 'Error while processing message', constants.INTERNAL_ERROR, problem);
       } else {
-        this.closeWithError(f.id, 'Internal error while processing message', constants.INTERNAL_ERROR, new Error(String(problem)));
+        this.closeWithError(blamed, 'Internal error while processing message', constants.INTERNAL_ERROR, new Error(String(problem)));
       }
     }
+  }
+
+  // A message that came as one frame (Connection#decodeWholeMessage) is taken in one step
+  // when no other is under way (what can go wrong then, the body or the handler, is blamed
+  // on the body frame, as it would have been); otherwise frame by frame, as it would have
+  // come.
+  acceptWholeMessage(f) {
+    if (this.handleMessage === acceptDeliveryOrReturn) return this.stepMessage(f, undefined);
+    const { id, channel } = f;
+    this.accept({ id, channel, fields: f.fields });
+    this.accept({ id: defs.BasicProperties, channel, size: f.size, fields: f.properties });
+    this.accept({ channel, content: f.content });
   }
 
   // An ack or nack for one tag, or for every tag up to it when `multiple`.
@@ -181,9 +199,10 @@ class Channel extends EventEmitter {
 
   accept(f) {
     switch (f.id) {
-      case undefined: // a body
       case defs.BasicDeliver:
       case defs.BasicReturn:
+        return f.content === undefined ? this.acceptMessageFrame(f) : this.acceptWholeMessage(f);
+      case undefined: // a body
       case defs.BasicProperties:
         return this.acceptMessageFrame(f);
       case defs.BasicAck:
@@ -259,7 +278,11 @@ function acceptDeliveryOrReturn(f) {
   this.incoming = { fields: f.fields, properties: null, content: null };
   this.incomingEvent = f.id === defs.BasicDeliver ? 'delivery' : 'return';
   this.incomingDone = emitDeliveryOrReturn;
-  return expectHeaders;
+  if (f.content === undefined) return expectHeaders;
+  // The whole message in one frame: its header and body, as they would have come.
+  this.incoming.properties = f.properties;
+  this.incomingSize = f.size;
+  return expectContent.call(this, f);
 }
 
 function expectHeaders(f) {

@@ -335,9 +335,15 @@ class Connection extends EventEmitter {
       const id = t[i + 2];
       const at = i + 4;
       switch (kind) {
-        case EVENT_METHOD:
+        case EVENT_METHOD: {
+          const next = id === defs.BasicDeliver || id === defs.BasicReturn ? this.decodeWholeMessage(t, i, channel, id) : -1;
+          if (next > 0) {
+            i = next;
+            continue;
+          }
           this.incoming.push({ id, channel, fields: reader.methodFields(id, t, at) });
           break;
+        }
         case EVENT_HEADER:
           this.incoming.push({ id, channel, size: t[at], fields: reader.properties(id, t, at + 1) });
           break;
@@ -359,6 +365,29 @@ class Connection extends EventEmitter {
       }
       i += t[i + 3];
     }
+  }
+
+  // A delivery or return whose header and body follow it in the same read, on its channel,
+  // becomes one frame carrying all three (fields, size, properties, content), which the
+  // channel takes in one step (see Channel#accept). Returns the tape index after the body,
+  // or -1 when the message is not whole here.
+  decodeWholeMessage(t, i, channel, id) {
+    const header = i + t[i + 3];
+    if (header >= t.length || t[header] !== EVENT_HEADER || t[header + 1] !== channel) return -1;
+    const body = header + t[header + 3];
+    if (body >= t.length || t[body + 1] !== channel) return -1;
+    const kind = t[body];
+    if (kind !== EVENT_POOLED_BODY && kind !== EVENT_BODY) return -1;
+    const reader = this.reader;
+    this.incoming.push({
+      id,
+      channel,
+      fields: reader.methodFields(id, t, i + 4),
+      size: t[header + 4],
+      properties: reader.properties(t[header + 2], t, header + 5),
+      content: kind === EVENT_POOLED_BODY ? reader.pooledContent(t[body + 4], t[body + 5]) : reader.obj(t[body + 4]),
+    });
+    return body + t[body + 3];
   }
 
   // ---------------------------------------------------------------- sending
