@@ -15,6 +15,15 @@ describe('publish', () => {
     const ch = await conn.createChannel();
     const { queue } = await ch.assertQueue('', { exclusive: true });
     const headers = { n: 1 };
+    const nested = { list: [1] };
+    // Between publishes, a reused headers object is changed (after the named message).
+    const changes = {
+      f: () => { headers.n = 2; },
+      g: () => { headers.m = 'x'; },
+      k: () => { delete headers.n; },
+      l: () => { headers.m = 1.5; },
+      n: () => { nested.list.push(2); },
+    };
     const plan = [
       ['a', { contentType: 'text/a' }],
       ['b', { contentType: 'text/a' }],
@@ -23,10 +32,21 @@ describe('publish', () => {
       ['e', { contentType: 'text/b', priority: 3 }],
       ['f', { headers }],
       ['g', { headers }], // the same object, changed in between: must not be sent stale
-      ['h', {}],
-      ['i', {}],
+      ['h', { headers }], // a key added
+      ['i', { headers }], // unchanged: a repeat
       ['j', { contentType: 'text/a' }],
+      ['k', { headers }],
+      ['l', { headers }], // a key deleted
+      ['m', { headers, contentType: 'text/a' }], // 'x' became 1.5
+      ['n', { headers: nested }],
+      ['o', { headers: nested }], // nested values are not compared: encoded afresh
+      ['p', {}],
+      ['q', {}],
     ];
+    const expectedHeaders = {
+      f: { n: 1 }, g: { n: 2 }, h: { n: 2, m: 'x' }, i: { n: 2, m: 'x' }, k: { n: 2, m: 'x' }, l: { m: 'x' },
+      m: { m: 1.5 }, n: { list: [1] }, o: { list: [1, 2] },
+    };
     const received = [];
     const all = new Promise((resolve) => {
       ch.consume(queue, (msg) => {
@@ -36,10 +56,9 @@ describe('publish', () => {
     });
     for (const [body, options] of plan) {
       ch.sendToQueue(queue, Buffer.from(body.repeat(body.charCodeAt(0) - 96)), options);
-      if (body === 'f') headers.n = 2;
+      if (changes[body]) changes[body]();
     }
     await all;
-    const expectedHeaders = { f: { n: 1 }, g: { n: 2 } };
     received.forEach((msg, i) => {
       const [body, options] = plan[i];
       assert.strictEqual(msg.content.toString(), body.repeat(body.charCodeAt(0) - 96));

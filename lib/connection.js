@@ -515,13 +515,14 @@ function acknowledgementFlags(method, fields) {
 }
 
 // A publish's arguments, kept so the next publish can be checked against them; null when they
-// hold an object that could change unseen (only a frozen headers table is safe to compare).
+// hold an object whose encoding cannot be checked cheaply (only tables of primitive values
+// can, such as a headers object reused from publish to publish).
 function publishSnapshot(fields, props) {
   const values = new Array(PROPERTY_NAMES.length);
   for (let i = 0; i < PROPERTY_NAMES.length; i++) {
     const value = props[PROPERTY_NAMES[i]];
-    if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) return null;
-    values[i] = value;
+    values[i] = value !== null && typeof value === 'object' ? TableSnapshot.of(value) : value;
+    if (values[i] === null && value !== null) return null;
   }
   return { exchange: fields.exchange, routingKey: fields.routingKey, mandatory: !!fields.mandatory, immediate: !!fields.immediate, values };
 }
@@ -531,8 +532,52 @@ function samePublish(last, fields, props) {
   if (fields.exchange !== last.exchange || fields.routingKey !== last.routingKey) return false;
   if (!!fields.mandatory !== last.mandatory || !!fields.immediate !== last.immediate) return false;
   const values = last.values;
-  for (let i = 0; i < PROPERTY_NAMES.length; i++) if (props[PROPERTY_NAMES[i]] !== values[i]) return false;
+  for (let i = 0; i < PROPERTY_NAMES.length; i++) {
+    const value = props[PROPERTY_NAMES[i]];
+    const was = values[i];
+    if (value !== was && !(was instanceof TableSnapshot && was.matches(value))) return false;
+  }
   return true;
+}
+
+// What a table's encoding depends on: the same object, with the same keys in the same order
+// and the same primitive values (Object.is: -0 and NaN encode differently). Its entries are
+// read again at each check, so a table changed in between is noticed.
+class TableSnapshot {
+  static MAX_ENTRIES = 32;
+
+  // A snapshot of a plain object of primitive values, or null.
+  static of(table) {
+    const proto = Object.getPrototypeOf(table);
+    if (proto !== Object.prototype && proto !== null) return null;
+    const keys = [];
+    const values = [];
+    for (const key in table) {
+      const value = table[key];
+      if ((value !== null && typeof value === 'object') || typeof value === 'function') return null;
+      if (keys.length === TableSnapshot.MAX_ENTRIES) return null;
+      keys.push(key);
+      values.push(value);
+    }
+    return new TableSnapshot(table, keys, values);
+  }
+
+  constructor(table, keys, values) {
+    this.table = table;
+    this.keys = keys;
+    this.values = values;
+  }
+
+  matches(table) {
+    if (table !== this.table) return false;
+    const { keys, values } = this;
+    let i = 0;
+    for (const key in table) {
+      if (i === keys.length || key !== keys[i] || !Object.is(table[key], values[i])) return false;
+      i++;
+    }
+    return i === keys.length;
+  }
 }
 
 // Negotiates frameMax, channelMax and heartbeat from the server's tune and our wishes.
