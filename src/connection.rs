@@ -27,7 +27,7 @@ pub const READ_CHUNK: usize = 64 * 1024;
 /// The most a content header can make us allocate before its body arrives.
 pub const MAX_CONTENT_RESERVE: u64 = 8 * 1024 * 1024;
 /// A body frame with at least this much of its payload still to come is read from the socket
-/// straight into its message's assembly, not through the read buffer (see [`DirectBody`]).
+/// straight into its message's assembly, not through the read buffer.
 pub const DIRECT_BODY_MIN: usize = 32 * 1024;
 /// The most one direct read asks for (and reserves in the assembly ahead of the bytes).
 const DIRECT_READ_MAX: usize = 1024 * 1024;
@@ -162,7 +162,7 @@ impl Session {
     /// Like [`receive`](Self::receive), reading straight into the session's buffers: `read`
     /// is given spare capacity to fill and returns how much it filled. That is the read
     /// buffer (at least [`READ_CHUNK`] bytes), or, while a large body frame is under way, its
-    /// message's assembly (see [`DirectBody`]). This is how a socket owned by the native side
+    /// message's assembly. This is how a socket owned by the native side
     /// avoids a copy per read, and for large messages any copy at all.
     pub fn receive_with<F>(&mut self, read: F) -> std::io::Result<Read>
     where

@@ -8,7 +8,8 @@
 //! - [`tape`]: how decoded events reach JS, one crossing per read.
 //! - [`connection`]: the sans-IO core of one connection (bytes in, events out).
 //! - [`transport`] and `uv`: the TCP socket owned by the native side, polled on Node's loop.
-//! - `bindings`: the Node-API surface over all of the above.
+//! - `bindings`: the Node-API surface over all of the above; `bindings::hot`, the entry points
+//!   called per message or per read, as plain Node-API callbacks.
 
 //!
 //! # Unsafe code, and the invariant each use relies on
@@ -26,6 +27,9 @@
 //! | `uv::{data, set_data}` | `handle->data` | `uv_handle_t` starts with `void* data` |
 //! | `bindings::JsVal` (Value impl) | Node-API reads of JS values | env and value belong to the current call and are used before it returns |
 //! | `bindings::{hand_over, js_object, content_buffer, js_string}` | creating JS values and Buffers | env of the current call; a content `Vec` leaked into an external Buffer is reclaimed exactly once, by its finalizer (or at once if Node refuses external memory) |
+//! | `bindings::content_slab` | copying a read's small bodies into one fresh Buffer | the ranges lie in the read buffer and add up to exactly the Buffer's size |
+//! | `bindings::hot::{handle, session}` | the handle's pointer to its session | handles are made by `handle` alone (type-tagged Externals), each holding a strong reference to the session's JS object; a session marked as encoding a user's object (a getter may run JS) is refused, so no other reference to it is live |
+//! | `bindings::hot` entry points | reading arguments, making results | env and values of the current call |
 //! | `bindings::throw`, the `#[napi]` entry points | throwing, `Unknown::from_raw_unchecked` | values made in the same call's env |
 //! | `bindings::JsSession::connect_socket` | poll handle init, `handle->data = session` | the session lives in napi-rs's box while its JS object lives; the strong reference to the socket's JS callback keeps that object alive until `close_socket`, and an env cleanup hook runs `close_socket` if the env goes first |
 //! | `bindings::{on_poll, poll_ready, JsSession::emit}` | the poll callback dereferencing the session | as above; no Rust reference is held while JS runs (`emit` works from the raw pointer, borrows end before `napi_make_callback`); panics are caught and never unwind into libuv |
