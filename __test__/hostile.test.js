@@ -140,37 +140,17 @@ describe('hostile servers', () => {
     await server.close();
   });
 
+  // Deliveries whose frames arrive together (ours takes a whole one in one step) must fail as
+  // they do in amqplib, frame by frame.
   it('a delivery cut short by the next, in one read: the same channel error as amqplib', async () => {
-    // The second delivery arrives whole; the first still wants its body.
-    const seen = {};
-    for (const [name, lib] of [['ours', amqp], ['amqplib', require('amqplib')]]) {
-      const server = await fakeServer(async ({ send, sendRaw, expect }) => {
-        const open = await expect(defs.ChannelOpen);
-        send(defs.ChannelOpenOk, { channelId: Buffer.alloc(0) }, open.channel);
-        await expect(defs.BasicConsume);
-        send(defs.BasicConsumeOk, { consumerTag: 'c' }, open.channel);
-        const deliver = (tag) => send(defs.BasicDeliver, { consumerTag: 'c', deliveryTag: tag, exchange: '', routingKey: 'q' }, open.channel);
-        const header = frame(constants.FRAME_HEADER, open.channel, Buffer.concat([Buffer.from([0, 60, 0, 0]), u64(5), Buffer.from([0, 0])]));
-        deliver(1);
-        sendRaw(header);
-        deliver(2);
-        sendRaw(Buffer.concat([header, frame(constants.FRAME_BODY, open.channel, Buffer.from('hello'))]));
-        await expect(defs.ChannelClose);
-        send(defs.ChannelCloseOk, {}, open.channel);
-      });
-      const conn = await lib.connect(server.url);
-      const ch = await conn.createChannel();
-      const delivered = [];
-      const error = new Promise((resolve) => ch.on('error', resolve));
-      const closed = new Promise((resolve) => ch.on('close', resolve));
-      await ch.consume('q', (msg) => delivered.push(msg.fields.deliveryTag));
-      const { message, code, classId, methodId } = await error;
-      await closed;
-      seen[name] = { message, code, classId, methodId, delivered };
-      conn.connection.stream.destroy();
-      await server.close();
-    }
+    const seen = await deliveriesInBothLibraries(({ deliver, header, body }) => [deliver(1), header(5), deliver(2), header(5), body('hello')]);
     assert.strictEqual(seen.ours.code, constants.UNEXPECTED_FRAME);
+    assert.deepStrictEqual(seen.ours, seen.amqplib);
+  });
+
+  it('an empty message followed by a body, in one read: as amqplib', async () => {
+    const seen = await deliveriesInBothLibraries(({ deliver, header, body }) => [deliver(1), header(0), body('stray')]);
+    assert.deepStrictEqual(seen.ours.delivered, [1], 'the empty message is delivered');
     assert.deepStrictEqual(seen.ours, seen.amqplib);
   });
 
@@ -206,4 +186,40 @@ function u64(n) {
   const b = Buffer.alloc(8);
   b.writeBigUInt64BE(BigInt(n));
   return b;
+}
+
+// Runs a consumer against a server that sends, in one write, the frames `frames(make)`
+// returns (make: deliver(tag), header(size), body(text)), with ours and with amqplib; resolves
+// to each one's channel error and the tags delivered before it.
+async function deliveriesInBothLibraries(frames) {
+  const seen = {};
+  for (const [name, lib] of [['ours', amqp], ['amqplib', require('amqplib')]]) {
+    const server = await fakeServer(async ({ conn, send, sendRaw, expect }) => {
+      const open = await expect(defs.ChannelOpen);
+      send(defs.ChannelOpenOk, { channelId: Buffer.alloc(0) }, open.channel);
+      await expect(defs.BasicConsume);
+      send(defs.BasicConsumeOk, { consumerTag: 'c' }, open.channel);
+      const ch = open.channel;
+      const make = {
+        deliver: (tag) => defs.encodeMethod(defs.BasicDeliver, ch, { consumerTag: 'c', deliveryTag: tag, exchange: '', routingKey: 'q' }),
+        header: (size) => frame(constants.FRAME_HEADER, ch, Buffer.concat([Buffer.from([0, 60, 0, 0]), u64(size), Buffer.from([0, 0])])),
+        body: (text) => frame(constants.FRAME_BODY, ch, Buffer.from(text)),
+      };
+      sendRaw(Buffer.concat(frames(make)));
+      await expect(defs.ChannelClose);
+      send(defs.ChannelCloseOk, {}, ch);
+    });
+    const conn = await lib.connect(server.url);
+    const ch = await conn.createChannel();
+    const delivered = [];
+    const error = new Promise((resolve) => ch.on('error', resolve));
+    const closed = new Promise((resolve) => ch.on('close', resolve));
+    await ch.consume('q', (msg) => delivered.push(msg.fields.deliveryTag));
+    const { message, code, classId, methodId } = await error;
+    await closed;
+    seen[name] = { message, code, classId, methodId, delivered };
+    conn.connection.stream.destroy();
+    await server.close();
+  }
+  return seen;
 }

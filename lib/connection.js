@@ -373,7 +373,8 @@ class Connection extends EventEmitter {
   // or -1 when the message is not whole here.
   decodeWholeMessage(t, i, channel, id) {
     const header = i + t[i + 3];
-    if (header >= t.length || t[header] !== EVENT_HEADER || t[header + 1] !== channel) return -1;
+    // (A header declaring no body completes the message itself: what follows is not its body.)
+    if (header >= t.length || t[header] !== EVENT_HEADER || t[header + 1] !== channel || t[header + 4] === 0) return -1;
     const body = header + t[header + 3];
     if (body >= t.length || t[body + 1] !== channel) return -1;
     const kind = t[body];
