@@ -106,4 +106,30 @@ describe('publish', () => {
     assert.strictEqual(await falseAfter({ highWaterMark: 3000 }, 10), 3001, 'a highWaterMark of its own');
     await conn.close();
   });
+
+  it('a publish made by a getter while another is encoded: both arrive intact, the inner first', async () => {
+    const conn = await amqp.connect(BROKER_URL);
+    const ch = await conn.createChannel();
+    const { queue } = await ch.assertQueue('', { exclusive: true });
+    let published = false;
+    const headers = {
+      get x() {
+        if (!published) {
+          published = true;
+          ch.sendToQueue(queue, Buffer.from('inner'), { messageId: 'inner' });
+        }
+        return 1;
+      },
+    };
+    ch.sendToQueue(queue, Buffer.from('outer'), { messageId: 'outer', headers });
+    const got = [];
+    await new Promise((resolve) => {
+      ch.consume(queue, (msg) => {
+        got.push([msg.content.toString(), msg.properties.messageId, msg.properties.headers]);
+        if (got.length === 2) resolve();
+      }, { noAck: true });
+    });
+    assert.deepStrictEqual(got, [['inner', 'inner', {}], ['outer', 'outer', { x: 1 }]]);
+    await conn.close();
+  });
 });

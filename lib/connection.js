@@ -484,7 +484,7 @@ class Connection extends EventEmitter {
       pending = record && samePublish(record.lastPublish, fields, props) ? native.sendPublishAgain(this.hot, channel, content) : -1;
       if (pending < 0) {
         const present = presence(props);
-        pending = this.session.sendPublish(channel, fields.exchange, fields.routingKey, !!fields.mandatory, !!fields.immediate, props, present, content);
+        pending = native.sendPublish(this.hot, channel, fields.exchange, fields.routingKey, !!fields.mandatory, !!fields.immediate, props, present, content);
         if (record) record.lastPublish = publishSnapshot(fields, props);
       }
     } else {

@@ -466,31 +466,6 @@ impl JsSession {
         Ok(self.core.out.len() as u32)
     }
 
-    /// basic.publish and its content (see `Session::send_publish`): `present` flags the
-    /// properties that are neither undefined nor null, as lib/spec.js computes them.
-    #[napi(catch_unwind)]
-    #[allow(clippy::too_many_arguments)]
-    pub fn send_publish(
-        &mut self,
-        env: Env,
-        channel: u32,
-        exchange: Unknown,
-        routing_key: Unknown,
-        mandatory: bool,
-        immediate: bool,
-        properties: Unknown,
-        present: u32,
-        content: BufferSlice,
-    ) -> Result<u32> {
-        let _encoding = hot::Encoding::enter(self);
-        let (exchange, routing_key) = (JsVal::of(&env, &exchange), JsVal::of(&env, &routing_key));
-        let properties = JsVal::of(&env, &properties);
-        self.core
-            .send_publish(channel as u16, &exchange, &routing_key, mandatory, immediate, &properties, present as u16, &content)
-            .map_err(|e| throw(env.raw(), &e))?;
-        Ok(self.core.out.len() as u32)
-    }
-
     #[napi(catch_unwind)]
     pub fn send_heartbeat(&mut self) {
         self.core.send_heartbeat();

@@ -26,6 +26,30 @@ pub const UNTUNED_FRAME_MAX: usize = 16 * 1024 * 1024;
 pub const READ_CHUNK: usize = 64 * 1024;
 /// The most a content header can make us allocate before its body arrives.
 pub const MAX_CONTENT_RESERVE: u64 = 8 * 1024 * 1024;
+/// The method and header frames of a basic.publish (ticket 0) into `out`: the arguments one
+/// by one, and only the properties flagged in `present`. It needs no session, so that JS
+/// values can be read (and getters run) while no session is borrowed.
+#[allow(clippy::too_many_arguments)]
+pub fn encode_publish_head<V: Value>(
+    out: &mut Vec<u8>,
+    channel: u16,
+    exchange: &V,
+    routing_key: &V,
+    mandatory: bool,
+    immediate: bool,
+    properties: &V,
+    present: u16,
+    body_size: usize,
+) -> crate::codec::Result<()> {
+    let start = out.len();
+    let written = frame::write_publish(out, channel, exchange, routing_key, mandatory, immediate)
+        .and_then(|()| frame::write_header(out, channel, &spec::BASIC_PROPERTIES, body_size as u64, properties, present));
+    if written.is_err() {
+        out.truncate(start);
+    }
+    written
+}
+
 /// A body frame with at least this much of its payload still to come is read from the socket
 /// straight into its message's assembly, not through the read buffer.
 pub const DIRECT_BODY_MIN: usize = 32 * 1024;
@@ -464,7 +488,8 @@ impl Session {
     }
 
     /// basic.publish with its content, the hot path of sending: the method's arguments come
-    /// one by one, and only the properties flagged in `present` are read.
+    /// one by one, and only the properties flagged in `present` are read (see
+    /// [`encode_publish_head`]).
     #[allow(clippy::too_many_arguments)]
     pub fn send_publish<V: Value>(
         &mut self,
@@ -477,16 +502,21 @@ impl Session {
         present: u16,
         content: &[u8],
     ) -> crate::codec::Result<()> {
-        let start = self.out.len();
-        self.send_content(channel, |out| {
-            frame::write_publish(out, channel, exchange, routing_key, mandatory, immediate)?;
-            frame::write_header(out, channel, &spec::BASIC_PROPERTIES, content.len() as u64, properties, present)
-        }, content)?;
-        let head_len = self.out.len() - start - frame::body_frames_len(content.len(), self.send_frame_max());
+        let mut head = Vec::new();
+        encode_publish_head(&mut head, channel, exchange, routing_key, mandatory, immediate, properties, present, content.len())?;
+        self.send_publish_head(channel, &head, content);
+        Ok(())
+    }
+
+    /// A publish whose method and header frames are `head` (from [`encode_publish_head`]),
+    /// then its body frames; the head is kept for a publish with the same arguments.
+    pub fn send_publish_head(&mut self, channel: u16, head: &[u8], content: &[u8]) {
+        self.out.extend_from_slice(head);
+        let frame_max = self.send_frame_max();
+        frame::write_body(&mut self.out, channel, content, frame_max);
         let last = self.last_publish.entry(channel).or_default();
         last.clear();
-        last.extend_from_slice(&self.out[start..start + head_len]);
-        Ok(())
+        last.extend_from_slice(head);
     }
 
     /// basic.ack, basic.nack or basic.reject (see `frame::write_acknowledgement`): `flags`

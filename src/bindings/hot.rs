@@ -6,13 +6,15 @@
 //! that points at the session and holds a strong reference to its JS object, so the session
 //! lives at least as long as the handle.
 //!
-//! None of them runs JS. The one way they could overlap another borrow of the same session
-//! is a JS getter reached while that session encodes a user's object (`send_method` and the
-//! like) calling back in: those entry points mark the session as encoding (see
-//! [`Encoding`]), and a hot call for it is then refused with an Error before any reference
-//! to it is made.
+//! None of them runs JS while it holds a reference to its session: `sendPublish`, which reads
+//! a user's properties (getters may run), encodes them before it takes one. The one way they
+//! could overlap another borrow of the same session is a JS getter reached while that
+//! session encodes a user's object in a napi-rs method (`send_method` and the like) calling
+//! back in: those methods mark the session as encoding (see [`Encoding`]), and a hot call
+//! for it is then refused with an Error before any reference to it is made.
 
-use super::{hand_over_received, napi_ok, JsSession};
+use super::{hand_over_received, napi_ok, throw, JsSession, JsVal};
+use crate::connection::encode_publish_head;
 use napi::bindgen_prelude::*;
 use napi::sys;
 use std::cell::Cell;
@@ -89,22 +91,18 @@ fn arguments<const N: usize>(env: sys::napi_env, info: sys::napi_callback_info) 
 /// The returned reference must not outlive the current call, and the call must not run JS
 /// while it is held.
 unsafe fn session<'a>(env: sys::napi_env, handle: sys::napi_value) -> Result<&'a mut JsSession> {
-    let mut tagged = false;
-    // SAFETY: env and handle belong to the current call.
-    napi_ok(unsafe { sys::napi_check_object_type_tag(env, handle, &HANDLE_TAG, &mut tagged) })?;
-    if !tagged {
-        return Err(Error::new(Status::InvalidArg, "Not a session handle"));
-    }
-    let mut data = ptr::null_mut();
-    napi_ok(unsafe { sys::napi_get_value_external(env, handle, &mut data) })?;
-    // SAFETY: tagged handles are made by `handle` only, and hold a strong reference to the
-    // session's JS object, which owns the session.
-    let session = unsafe { (*data.cast::<Hot>()).session };
+    // SAFETY: as the caller promises.
+    unsafe { session_ref(session_pointer(env, handle)?) }
+}
+
+/// # Safety
+/// As for [`session`]; `session` comes from [`session_pointer`].
+unsafe fn session_ref<'a>(session: *mut JsSession) -> Result<&'a mut JsSession> {
     if ENCODING.with(Cell::get) == session as usize {
         return Err(Error::new(Status::GenericFailure, "A connection cannot be used while it encodes its own arguments"));
     }
-    // SAFETY: the session is live (above), and no other reference to it is held: none is held
-    // while JS runs, except by an encoding entry point, which was ruled out.
+    // SAFETY: the session is live (a handle keeps it so), and no other reference to it is
+    // held: none is held while JS runs, except by an encoding entry point, ruled out above.
     Ok(unsafe { &mut *session })
 }
 
@@ -170,6 +168,63 @@ unsafe extern "C" fn send_publish_again(env: sys::napi_env, info: sys::napi_call
         let session = unsafe { session(env, handle)? };
         let waiting = if session.core.send_publish_again(channel as u16, content) { session.core.out.len() as f64 } else { -1.0 };
         number(env, waiting)
+    })
+}
+
+fn boolean(env: sys::napi_env, value: sys::napi_value) -> Result<bool> {
+    let mut out = false;
+    // SAFETY: env and value belong to the current call.
+    napi_ok(unsafe { sys::napi_get_value_bool(env, value, &mut out) })?;
+    Ok(out)
+}
+
+/// The session behind a handle, before any reference to it is made (see [`session`]).
+fn session_pointer(env: sys::napi_env, handle: sys::napi_value) -> Result<*mut JsSession> {
+    let mut tagged = false;
+    // SAFETY: env and handle belong to the current call.
+    napi_ok(unsafe { sys::napi_check_object_type_tag(env, handle, &HANDLE_TAG, &mut tagged) })?;
+    if !tagged {
+        return Err(Error::new(Status::InvalidArg, "Not a session handle"));
+    }
+    let mut data = ptr::null_mut();
+    napi_ok(unsafe { sys::napi_get_value_external(env, handle, &mut data) })?;
+    // SAFETY: tagged handles are made by `handle` only, and hold a strong reference to the
+    // session's JS object, which owns the session.
+    Ok(unsafe { (*data.cast::<Hot>()).session })
+}
+
+thread_local! {
+    /// Where a publish's method and header frames are encoded before they join the output.
+    static PUBLISH_HEAD: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// `sendPublish(handle, channel, exchange, routingKey, mandatory, immediate, properties,
+/// present, content)`: see `Session::send_publish`; `present` flags the properties that are
+/// neither undefined nor null, as lib/spec.js computes them. The bytes waiting afterwards.
+///
+/// Reading the properties may run JS (getters), which may use this very session: so they
+/// are encoded first, with no reference to the session held, and the frames join its output
+/// after (a publish made from inside a getter goes first).
+unsafe extern "C" fn send_publish(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    guarded(env, || {
+        let [handle, channel, exchange, routing_key, mandatory, immediate, properties, present, content] = arguments(env, info)?;
+        let session = session_pointer(env, handle)?;
+        let channel = uint(env, channel)? as u16;
+        let (mandatory, immediate, present) = (boolean(env, mandatory)?, boolean(env, immediate)?, uint(env, present)? as u16);
+        let content = bytes(env, content)?;
+        let (exchange, routing_key, properties) = (JsVal::new(env, exchange), JsVal::new(env, routing_key), JsVal::new(env, properties));
+        // Taken, not borrowed: a publish from inside a getter finds an empty one of its own.
+        let mut head = PUBLISH_HEAD.with(Cell::take);
+        head.clear();
+        let encoded = encode_publish_head(&mut head, channel, &exchange, &routing_key, mandatory, immediate, &properties, present, content.len());
+        let waiting = encoded.map_err(|e| throw(env, &e)).and_then(|()| {
+            // SAFETY: held only for the rest of this call, which runs no JS.
+            let session = unsafe { session_ref(session)? };
+            session.core.send_publish_head(channel, &head, content);
+            Ok(session.core.out.len())
+        });
+        PUBLISH_HEAD.with(|cell| cell.set(head));
+        number(env, waiting? as f64)
     })
 }
 
@@ -246,7 +301,8 @@ type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> 
 
 /// Adds the hot entry points to the module's exports.
 pub(super) fn register(env: sys::napi_env, exports: sys::napi_value) -> Result<()> {
-    let functions: [(&str, Callback); 5] = [
+    let functions: [(&str, Callback); 6] = [
+        ("sendPublish", send_publish),
         ("sendPublishAgain", send_publish_again),
         ("sendAcknowledgement", send_acknowledgement),
         ("receive", receive),
