@@ -26,30 +26,6 @@ pub const UNTUNED_FRAME_MAX: usize = 16 * 1024 * 1024;
 pub const READ_CHUNK: usize = 64 * 1024;
 /// The most a content header can make us allocate before its body arrives.
 pub const MAX_CONTENT_RESERVE: u64 = 8 * 1024 * 1024;
-/// The method and header frames of a basic.publish (ticket 0) into `out`: the arguments one
-/// by one, and only the properties flagged in `present`. It needs no session, so that JS
-/// values can be read (and getters run) while no session is borrowed.
-#[allow(clippy::too_many_arguments)]
-pub fn encode_publish_head<V: Value>(
-    out: &mut Vec<u8>,
-    channel: u16,
-    exchange: &V,
-    routing_key: &V,
-    mandatory: bool,
-    immediate: bool,
-    properties: &V,
-    present: u16,
-    body_size: usize,
-) -> crate::codec::Result<()> {
-    let start = out.len();
-    let written = frame::write_publish(out, channel, exchange, routing_key, mandatory, immediate)
-        .and_then(|()| frame::write_header(out, channel, &spec::BASIC_PROPERTIES, body_size as u64, properties, present));
-    if written.is_err() {
-        out.truncate(start);
-    }
-    written
-}
-
 /// A body frame with at least this much of its payload still to come is read from the socket
 /// straight into its message's assembly, not through the read buffer.
 pub const DIRECT_BODY_MIN: usize = 32 * 1024;
@@ -487,29 +463,9 @@ impl Session {
         }, content)
     }
 
-    /// basic.publish with its content, the hot path of sending: the method's arguments come
-    /// one by one, and only the properties flagged in `present` are read (see
-    /// [`encode_publish_head`]).
-    #[allow(clippy::too_many_arguments)]
-    pub fn send_publish<V: Value>(
-        &mut self,
-        channel: u16,
-        exchange: &V,
-        routing_key: &V,
-        mandatory: bool,
-        immediate: bool,
-        properties: &V,
-        present: u16,
-        content: &[u8],
-    ) -> crate::codec::Result<()> {
-        let mut head = Vec::new();
-        encode_publish_head(&mut head, channel, exchange, routing_key, mandatory, immediate, properties, present, content.len())?;
-        self.send_publish_head(channel, &head, content);
-        Ok(())
-    }
-
-    /// A publish whose method and header frames are `head` (from [`encode_publish_head`]),
-    /// then its body frames; the head is kept for a publish with the same arguments.
+    /// basic.publish with its content, the hot path of sending: its method and header frames
+    /// `head` (from `frame::write_publish_head`), then its body frames. The head is kept for a
+    /// publish with the same arguments.
     pub fn send_publish_head(&mut self, channel: u16, head: &[u8], content: &[u8]) {
         self.out.extend_from_slice(head);
         let frame_max = self.send_frame_max();
@@ -698,12 +654,17 @@ mod tests {
     fn a_repeated_publish_is_the_same_bytes_but_for_the_body_size() {
         let props = TestValue::object(&[("contentType", TestValue::Str("text/plain".into())), ("headers", TestValue::object(&[]))]);
         let (ex, rk) = (TestValue::Str("ex".into()), TestValue::Str("rk".into()));
-        let present = 0x8000 | 0x2000;
+        let args = frame::Publish { exchange: &ex, routing_key: &rk, mandatory: true, immediate: false, properties: &props, present: 0x8000 | 0x2000 };
+        let publish = |session: &mut Session, content: &[u8]| {
+            let mut head = Vec::new();
+            frame::write_publish_head(&mut head, 1, &args, content.len()).unwrap();
+            session.send_publish_head(1, &head, content);
+        };
         let mut fresh = Session::new();
-        fresh.send_publish(1, &ex, &rk, true, false, &props, present, &[1; 10]).unwrap();
-        fresh.send_publish(1, &ex, &rk, true, false, &props, present, &[2; 5000]).unwrap();
+        publish(&mut fresh, &[1; 10]);
+        publish(&mut fresh, &[2; 5000]);
         let mut again = Session::new();
-        again.send_publish(1, &ex, &rk, true, false, &props, present, &[1; 10]).unwrap();
+        publish(&mut again, &[1; 10]);
         assert!(again.send_publish_again(1, &[2; 5000]));
         assert_eq!(again.out, fresh.out);
         assert!(!again.send_publish_again(2, b"no publish on channel 2 yet"));

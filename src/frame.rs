@@ -117,23 +117,38 @@ pub fn write_acknowledgement(out: &mut Vec<u8>, channel: u16, method: &MethodSpe
     end_frame(out, at);
 }
 
-/// A basic.publish method frame from its arguments (ticket 0), without a fields object to
-/// read them from: the publish path passes them one by one.
-pub fn write_publish<V: Value>(
-    out: &mut Vec<u8>,
-    channel: u16,
-    exchange: &V,
-    routing_key: &V,
-    mandatory: bool,
-    immediate: bool,
-) -> codec::Result<()> {
+/// The arguments of a basic.publish, one by one rather than in a fields object.
+pub struct Publish<'a, V> {
+    pub exchange: &'a V,
+    pub routing_key: &'a V,
+    pub mandatory: bool,
+    pub immediate: bool,
+    pub properties: &'a V,
+    /// The properties to read: those that are neither undefined nor null.
+    pub present: u16,
+}
+
+/// A basic.publish's method and header frames (ticket 0), for a body of `body_size` bytes; on
+/// an encoding error nothing of them is left in `out`. No session is involved, so JS values
+/// can be read (and getters run) while none is borrowed.
+pub fn write_publish_head<V: Value>(out: &mut Vec<u8>, channel: u16, publish: &Publish<V>, body_size: usize) -> codec::Result<()> {
+    let start = out.len();
+    let written = write_publish_method(out, channel, publish)
+        .and_then(|()| write_header(out, channel, &crate::spec::BASIC_PROPERTIES, body_size as u64, publish.properties, publish.present));
+    if written.is_err() {
+        out.truncate(start);
+    }
+    written
+}
+
+fn write_publish_method<V: Value>(out: &mut Vec<u8>, channel: u16, publish: &Publish<V>) -> codec::Result<()> {
     let args = crate::spec::BASIC_PUBLISH.args;
     frame_with(out, FRAME_METHOD, channel, |out| {
         out.extend_from_slice(&crate::spec::BASIC_PUBLISH.id.to_be_bytes());
         out.extend_from_slice(&[0, 0]); // ticket
-        codec::encode_shortstr_arg(out, &args[1], exchange)?;
-        codec::encode_shortstr_arg(out, &args[2], routing_key)?;
-        out.push(mandatory as u8 | (immediate as u8) << 1);
+        codec::encode_shortstr_arg(out, &args[1], publish.exchange)?;
+        codec::encode_shortstr_arg(out, &args[2], publish.routing_key)?;
+        out.push(publish.mandatory as u8 | (publish.immediate as u8) << 1);
         Ok(())
     })
 }

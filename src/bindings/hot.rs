@@ -14,7 +14,7 @@
 //! for it is then refused with an Error before any reference to it is made.
 
 use super::{hand_over_received, napi_ok, throw, JsSession, JsVal};
-use crate::connection::encode_publish_head;
+use crate::frame::{write_publish_head, Publish};
 use napi::bindgen_prelude::*;
 use napi::sys;
 use std::cell::Cell;
@@ -199,7 +199,7 @@ thread_local! {
 }
 
 /// `sendPublish(handle, channel, exchange, routingKey, mandatory, immediate, properties,
-/// present, content)`: see `Session::send_publish`; `present` flags the properties that are
+/// present, content)`: see `Session::send_publish_head`; `present` flags the properties that are
 /// neither undefined nor null, as lib/spec.js computes them. The bytes waiting afterwards.
 ///
 /// Reading the properties may run JS (getters), which may use this very session: so they
@@ -213,10 +213,11 @@ unsafe extern "C" fn send_publish(env: sys::napi_env, info: sys::napi_callback_i
         let (mandatory, immediate, present) = (boolean(env, mandatory)?, boolean(env, immediate)?, uint(env, present)? as u16);
         let content = bytes(env, content)?;
         let (exchange, routing_key, properties) = (JsVal::new(env, exchange), JsVal::new(env, routing_key), JsVal::new(env, properties));
+        let publish = Publish { exchange: &exchange, routing_key: &routing_key, mandatory, immediate, properties: &properties, present };
         // Taken, not borrowed: a publish from inside a getter finds an empty one of its own.
         let mut head = PUBLISH_HEAD.with(Cell::take);
         head.clear();
-        let encoded = encode_publish_head(&mut head, channel, &exchange, &routing_key, mandatory, immediate, &properties, present, content.len());
+        let encoded = write_publish_head(&mut head, channel, &publish, content.len());
         let waiting = encoded.map_err(|e| throw(env, &e)).and_then(|()| {
             // SAFETY: held only for the rest of this call, which runs no JS.
             let session = unsafe { session_ref(session)? };
