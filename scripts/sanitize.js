@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 'use strict';
-// `npm run test:asan` (and a step of `npm test`): the Rust tests, then our JS tests against a
-// build of the addon with AddressSanitizer, so that every memory access of the native code
-// (the codec, the Node-API and libuv calls, the socket) is checked while the real broker,
-// hostile servers and faults drive it.
+// `npm run test:asan` (and a step of `npm test`): the Rust tests, then our JS tests and
+// amqplib's own suite against a build of the addon with AddressSanitizer, so that every memory
+// access of the native code (the codec, the Node-API and libuv calls, the socket) is checked
+// while the real broker, hostile servers, faults and the original's fake sockets drive it.
 //
 // Stable Rust accepts -Zsanitizer only with RUSTC_BOOTSTRAP=1. Node itself is not
 // instrumented: the ASan runtime (gcc's libasan, whose functions the instrumented addon calls)
@@ -55,9 +55,7 @@ run('addon under ASan', 'cargo', ['build', '--lib', ...cargoArgs], sanitized);
 const built = path.join(targetDir, host, 'release', 'libamqplib_rs.so');
 const addon = path.join(targetDir, 'amqplib_rs.asan.node');
 fs.copyFileSync(built, addon);
-run('JS tests under ASan', process.execPath, ['--test', '--test-timeout=120000', '__test__/**/*.test.js'], {
-  AMQPLIB_RS_ADDON: addon,
-  LD_PRELOAD: runtime,
-  ASAN_OPTIONS: 'detect_leaks=0:abort_on_error=1',
-});
+const underAsan = { AMQPLIB_RS_ADDON: addon, LD_PRELOAD: runtime, ASAN_OPTIONS: 'detect_leaks=0:abort_on_error=1' };
+run('JS tests under ASan', process.execPath, ['--test', '--test-timeout=120000', '__test__/**/*.test.js'], underAsan);
+run('amqplib\'s suite under ASan', process.execPath, ['compat/run.js'], underAsan);
 console.log('\nno memory errors found');

@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 'use strict';
 // `npm test`: the Rust tests, our JS tests, the type check, amqplib's own suite
-// (compat/run.js), then the Rust and JS tests again with the addon built with AddressSanitizer
-// (scripts/sanitize.js). Stops at the first step that fails, with its exit code.
+// (compat/run.js), then the Rust tests, the JS tests and the compat suite again with the addon
+// built with AddressSanitizer (scripts/sanitize.js). Stops at the first step that fails, with
+// its exit code.
 
 const { spawnSync } = require('node:child_process');
 const path = require('node:path');
