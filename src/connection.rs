@@ -10,9 +10,8 @@
 use crate::codec::{CodecError, Decoder, Reader, Value};
 use crate::frame::{self, parse_envelope, Envelope, OVERHEAD};
 use crate::spec::{self, FRAME_BODY, FRAME_ERROR, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, UNEXPECTED_FRAME};
-use crate::strings::Interner;
+use crate::strings::{Fnv, Interner};
 use crate::tape::{Obj, Tape, EVENT_BODY, EVENT_HEADER, EVENT_HEARTBEAT, EVENT_METHOD};
-use crate::strings::Fnv;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
@@ -39,6 +38,18 @@ pub const POOLED_BODY_MAX: usize = 8 * 1024;
 struct Assembly {
     remaining: u64,
     content: Vec<u8>,
+}
+
+impl Assembly {
+    /// Adds a piece of the body that came through the read buffer. Nothing is reserved until
+    /// the first piece, and then at most [`MAX_CONTENT_RESERVE`] ahead of the bytes.
+    fn append(&mut self, piece: &[u8]) {
+        if self.content.capacity() == 0 {
+            self.content.reserve_exact(self.remaining.min(MAX_CONTENT_RESERVE) as usize);
+        }
+        self.content.extend_from_slice(piece);
+        self.remaining -= piece.len() as u64;
+    }
 }
 
 /// A body frame whose header has been parsed and whose payload's rest is read from the
@@ -275,11 +286,7 @@ impl Session {
         if size - arrived.len() < DIRECT_BODY_MIN || size as u64 > assembly.remaining {
             return pos; // small, or an error the whole frame will show
         }
-        if assembly.content.capacity() == 0 {
-            assembly.content.reserve_exact(assembly.remaining.min(MAX_CONTENT_RESERVE) as usize);
-        }
-        assembly.content.extend_from_slice(arrived);
-        assembly.remaining -= arrived.len() as u64;
+        assembly.append(arrived);
         self.bytes_copied += arrived.len() as u64;
         self.direct = Some(DirectBody { channel, payload_left: size - arrived.len() });
         self.read.len()
@@ -293,9 +300,7 @@ impl Session {
             return Err(ProtocolError { code: FRAME_ERROR, message: frame::FrameError::BadFrameEnd.to_string() });
         }
         if self.assemblies.get(&channel).is_some_and(|a| a.remaining == 0) {
-            let done = self.assemblies.remove(&channel).expect("checked above");
-            let content = self.tape.object(Obj::Content(done.content));
-            self.emit_body(channel, content);
+            self.complete_body(channel);
         }
         Ok(())
     }
@@ -417,18 +422,19 @@ impl Session {
             }
             return Ok(());
         }
-        if assembly.content.capacity() == 0 {
-            assembly.content.reserve_exact(assembly.remaining.min(MAX_CONTENT_RESERVE) as usize);
-        }
-        assembly.content.extend_from_slice(piece);
-        assembly.remaining -= piece.len() as u64;
+        assembly.append(piece);
         self.bytes_copied += piece.len() as u64;
         if assembly.remaining == 0 {
-            let done = self.assemblies.remove(&channel).expect("assembly present");
-            let content = self.tape.object(Obj::Content(done.content));
-            self.emit_body(channel, content);
+            self.complete_body(channel);
         }
         Ok(())
+    }
+
+    /// The channel's assembled body is whole: it goes to JS as it is.
+    fn complete_body(&mut self, channel: u16) {
+        let done = self.assemblies.remove(&channel).expect("an assembly to complete");
+        let content = self.tape.object(Obj::Content(done.content));
+        self.emit_body(channel, content);
     }
 
     fn emit_body(&mut self, channel: u16, content: f64) {
