@@ -348,10 +348,8 @@ class Connection extends EventEmitter {
           this.incoming.push({ id, channel, size: t[at], fields: reader.properties(id, t, at + 1) });
           break;
         case EVENT_POOLED_BODY:
-          this.incoming.push({ channel, content: reader.pooledContent(t[at], t[at + 1]) });
-          break;
         case EVENT_BODY:
-          this.incoming.push({ channel, content: reader.obj(t[at]) });
+          this.incoming.push({ channel, content: reader.content(t, i) });
           break;
         case EVENT_HEARTBEAT:
           this.incoming.push(HEARTBEAT);
@@ -386,7 +384,7 @@ class Connection extends EventEmitter {
       fields: reader.methodFields(id, t, i + 4),
       size: t[header + 4],
       properties: reader.properties(t[header + 2], t, header + 5),
-      content: kind === EVENT_POOLED_BODY ? reader.pooledContent(t[body + 4], t[body + 5]) : reader.obj(t[body + 4]),
+      content: reader.content(t, body),
     });
     return body + t[body + 3];
   }

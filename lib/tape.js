@@ -51,10 +51,12 @@ class TapeReader {
     return this.objects[slot];
   }
 
-  // The content of a pooled body: a Buffer of exactly its size, a view into the slab.
-  pooledContent(offset, length) {
+  // The content of the body event at slot i: a Buffer of exactly its size, its own (EVENT_BODY)
+  // or a view into the slab (EVENT_POOLED_BODY: offset, length).
+  content(t, i) {
+    if (t[i] === EVENT_BODY) return this.objects[t[i + 4]];
     const slab = this.slab;
-    return Buffer.from(slab.buffer, slab.byteOffset + offset, length);
+    return Buffer.from(slab.buffer, slab.byteOffset + t[i + 4], t[i + 5]);
   }
 
   // A table argument: slot i holds the first slot of its entries (counted from the first
