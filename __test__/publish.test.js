@@ -132,4 +132,22 @@ describe('publish', () => {
     assert.deepStrictEqual(got, [['inner', 'inner', {}], ['outer', 'outer', { x: 1 }]]);
     await conn.close();
   });
+
+  it('a getter that detaches the content while the message is encoded: an Error, and nothing is sent', async () => {
+    const conn = await amqp.connect(BROKER_URL);
+    const ch = await conn.createChannel();
+    const { queue } = await ch.assertQueue('', { exclusive: true });
+    const content = Buffer.alloc(2000, 1);
+    const headers = {
+      get x() {
+        structuredClone(content.buffer, { transfer: [content.buffer] });
+        return 1;
+      },
+    };
+    assert.throws(() => ch.sendToQueue(queue, content, { headers }), /content changed while the message was encoded/);
+    ch.sendToQueue(queue, Buffer.from('after'));
+    const msg = await new Promise((resolve) => ch.consume(queue, resolve, { noAck: true }));
+    assert.strictEqual(msg.content.toString(), 'after', 'only the message after it arrives');
+    await conn.close();
+  });
 });

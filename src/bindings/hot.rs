@@ -211,14 +211,19 @@ unsafe extern "C" fn send_publish(env: sys::napi_env, info: sys::napi_callback_i
         let session = session_pointer(env, handle)?;
         let channel = uint(env, channel)? as u16;
         let (mandatory, immediate, present) = (boolean(env, mandatory)?, boolean(env, immediate)?, uint(env, present)? as u16);
-        let content = bytes(env, content)?;
+        let size = bytes(env, content)?.len();
         let (exchange, routing_key, properties) = (JsVal::new(env, exchange), JsVal::new(env, routing_key), JsVal::new(env, properties));
         let publish = Publish { exchange: &exchange, routing_key: &routing_key, mandatory, immediate, properties: &properties, present };
         // Taken, not borrowed: a publish from inside a getter finds an empty one of its own.
         let mut head = PUBLISH_HEAD.with(Cell::take);
         head.clear();
-        let encoded = write_publish_head(&mut head, channel, &publish, content.len());
+        let encoded = write_publish_head(&mut head, channel, &publish, size);
         let waiting = encoded.map_err(|e| throw(env, &e)).and_then(|()| {
+            // The content's bytes are taken only now: a getter may have detached its store.
+            let content = bytes(env, content)?;
+            if content.len() != size {
+                return Err(Error::new(Status::InvalidArg, "The content changed while the message was encoded"));
+            }
             // SAFETY: held only for the rest of this call, which runs no JS.
             let session = unsafe { session_ref(session)? };
             session.core.send_publish_head(channel, &head, content);
