@@ -230,6 +230,29 @@ function childScenarios() {
       return result;
     },
 
+    // A 4 MB message over a 1 MB/s link with heartbeat=1: it takes longer than two heartbeat
+    // intervals to arrive, but bytes keep coming, so the connection lives and it is delivered.
+    async slowLargeMessage() {
+      const SIZE = 4 * 1024 * 1024;
+      const s = await connectThroughProxy('heartbeat=1');
+      const direct = await amqp.connect(AMQP_URL);
+      const publisher = await direct.createConfirmChannel();
+      const content = Buffer.alloc(SIZE, 0x5a);
+      s.proxy.slow(10 * 1024, 10);
+      const startedAt = Date.now();
+      await new Promise((resolve, reject) => publisher.sendToQueue(s.q, content, {}, (err) => (err ? reject(err) : resolve())));
+      const delivered = await new Promise((resolve) => {
+        s.conn.once('close', () => resolve(null));
+        s.ch.consume(s.q, (msg) => resolve(msg && msg.content.equals(content) ? Date.now() - startedAt : -1), { noAck: true });
+      });
+      const result = { delivered, events: s.rec.events.slice() };
+      s.proxy.resume();
+      await s.conn.close().catch(() => {});
+      await direct.close();
+      await s.proxy.close();
+      return result;
+    },
+
     // The proxy stops forwarding with heartbeat=1: 'Heartbeat timeout' within ~3-4 s, with
     // what was waiting (an RPC, confirms) failed.
     async stall() {
@@ -703,6 +726,17 @@ function defineTests() {
       assert.ok(ours.closedAfterMs >= 1500 && ours.closedAfterMs <= 4500, `closed after ${ours.closedAfterMs} ms`);
       assertLossHandled(ours);
       assert.deepStrictEqual(ours.events, theirs.events, 'the same events as amqplib');
+    });
+
+    it('a large message over a slow link with heartbeat=1 arrives: bytes arriving are a sign of life', async (t) => {
+      const [ours, theirs] = await Promise.all([
+        runScenario('slowLargeMessage', { timeoutMs: 30000 }),
+        runScenario('slowLargeMessage', { lib: 'amqplib', timeoutMs: 30000 }),
+      ]);
+      t.diagnostic(`ours: delivered after ${ours.delivered} ms, events ${ours.events.join(' | ') || 'none'}; amqplib after ${theirs.delivered} ms`);
+      assert.ok(theirs.delivered > 2000, 'the message takes longer than two heartbeat intervals');
+      assert.ok(ours.delivered > 0, `delivered intact, no heartbeat timeout: ${ours.events.join(' | ')}`);
+      assert.deepStrictEqual(ours.events, [], 'no error, no close while it arrives');
     });
 
     it('a slow link: partial writes, publish says false, drain follows, all arrive in order', async (t) => {

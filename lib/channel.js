@@ -44,14 +44,38 @@ class Channel extends EventEmitter {
     return this.connection.sendMethod(this.ch, method, fields);
   }
 
-  // Sends now if no RPC is in flight, else queues behind it.
+  // Sends now if no RPC is in flight, else queues behind it. An RPC whose arguments cannot
+  // be sent (a table too large for a frame, say) throws and leaves the channel free for the
+  // next one (amqplib's would wait for a reply that never comes).
   sendOrEnqueue(method, fields, reply) {
     if (this.reply === null) {
       this.reply = reply;
-      this.sendImmediately(method, fields);
+      try {
+        this.sendImmediately(method, fields);
+      } catch (err) {
+        this.reply = null;
+        throw err;
+      }
     } else {
       this.pending.push({ method, fields, reply });
     }
+  }
+
+  // Sends the next queued RPC; those that cannot be sent are returned with their errors,
+  // for the caller to fail once the reply in hand has been handled.
+  sendNextPending() {
+    const failed = [];
+    while (this.reply === null && this.pending.length > 0) {
+      const next = this.pending.shift();
+      this.reply = next.reply;
+      try {
+        this.sendImmediately(next.method, next.fields);
+      } catch (err) {
+        this.reply = null;
+        failed.push([next.reply, err]);
+      }
+    }
+    return failed;
   }
 
   sendMessage(fields, properties, content) {
@@ -240,12 +264,9 @@ class Channel extends EventEmitter {
   acceptReply(f) {
     const reply = this.reply;
     this.reply = null;
-    if (this.pending.length > 0) {
-      const next = this.pending.shift();
-      this.reply = next.reply;
-      this.sendImmediately(next.method, next.fields);
-    }
-    return reply(null, f);
+    const failed = this.sendNextPending();
+    reply(null, f);
+    for (const [failedReply, err] of failed) failedReply(err);
   }
 }
 

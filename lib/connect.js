@@ -50,6 +50,13 @@ function intOr(value, fallback) {
   return value === undefined ? fallback : parseInt(value, 10);
 }
 
+// maxFrameSize as amqplib 2.3 reads it: digits only (from a URL query or an object), else
+// NaN, which the connection refuses with a TypeError; absent means the default.
+function maxFrameSizeOrUndefined(value) {
+  if (value == null) return undefined;
+  return /^\d+$/.test(String(value)) ? Number(value) : NaN;
+}
+
 // User-supplied client properties are laid over ours key by key (a user
 // `capabilities` replaces ours as a whole).
 function clientProperties(extra) {
@@ -70,6 +77,8 @@ function handshakeFields(vhost, query, creds, extraClientProperties) {
     channelMax: intOr(query.channelMax, 0),
     frameMax: intOr(query.frameMax, DEFAULT_FRAME_MAX),
     heartbeat: query.heartbeat !== undefined && query.heartbeat !== null ? intOr(query.heartbeat, 0) : null,
+    // Not sent: the largest frame payload accepted from the server.
+    maxFrameSize: maxFrameSizeOrUndefined(query.maxFrameSize),
     // ConnectionOpen
     virtualHost: vhost ? QS.unescape(vhost) : '/',
     capabilities: '',
@@ -100,7 +109,7 @@ function defaultPort(protocol) {
 }
 
 // URL given as an object: { protocol, hostname, port, username, password,
-// locale, frameMax, channelMax, heartbeat, vhost }.
+// locale, frameMax, channelMax, heartbeat, maxFrameSize, vhost }.
 function planFromObject(url, sockopts, extraClientProperties) {
   const protocol = `${url.protocol || 'amqp'}:`;
   sockopts.host = url.hostname;
@@ -116,6 +125,7 @@ function planFromObject(url, sockopts, extraClientProperties) {
     channelMax: url.channelMax,
     frameMax: url.frameMax,
     heartbeat: url.heartbeat,
+    maxFrameSize: url.maxFrameSize,
   };
   const creds = sockopts.credentials || credentials.plain(user, passwd);
   return { protocol, fields: handshakeFields(url.vhost, query, creds, extraClientProperties) };

@@ -26,6 +26,10 @@ const { constants } = defs;
 const presence = require('./spec').propertyPresence[defs.BasicProperties];
 const PROPERTY_NAMES = defs.info(defs.BasicProperties).args.map((arg) => arg.name);
 
+// The largest frame payload accepted from the server unless the user says otherwise
+// (amqplib's maxFrameSize), or the negotiated frameMax if that is larger.
+const DEFAULT_MAX_FRAME_SIZE = 64 * 1024 * 1024;
+
 // publish and sendToQueue report false once this much is waiting to be written...
 const WRITE_LIMIT = 4 * 1024 * 1024;
 // ...or once a channel has more messages than this waiting, as amqplib's channels do (its
@@ -48,8 +52,10 @@ class Connection extends EventEmitter {
     this.incomingAt = 0;
 
     this._frameMax = constants.FRAME_MIN_SIZE;
+    this._maxFrameSize = DEFAULT_MAX_FRAME_SIZE;
     this.sentSinceLastCheck = false;
     this.recvSinceLastCheck = false;
+    this.bytesReadAtLastCheck = 0;
 
     this.expectSocketClose = false;
     this.blocked = false;
@@ -73,6 +79,17 @@ class Connection extends EventEmitter {
     this.session.setFrameMax(value);
   }
 
+  // Frames from the server larger than this are refused from their header alone; 0 is no
+  // limit.
+  get maxFrameSize() {
+    return this._maxFrameSize;
+  }
+
+  set maxFrameSize(value) {
+    this._maxFrameSize = value;
+    this.session.setMaxFrameSize(value);
+  }
+
   // Written at once, not at the end of the turn: a peer may read it synchronously.
   sendProtocolHeader() {
     this.sendBytes(Buffer.from(PROTOCOL_HEADER, 'latin1'));
@@ -84,6 +101,17 @@ class Connection extends EventEmitter {
     const openCallback = openCallback0 || (() => {});
     const tuned = Object.create(allFields);
     const bail = (err) => openCallback(err);
+
+    const maxFrameSize = allFields.maxFrameSize;
+    const maxFrameSizeDefaulted = maxFrameSize == null;
+    if (maxFrameSizeDefaulted) {
+      this.maxFrameSize = DEFAULT_MAX_FRAME_SIZE;
+    } else if (!Number.isInteger(maxFrameSize) || (maxFrameSize !== 0 && maxFrameSize < constants.FRAME_MIN_SIZE)) {
+      bail(new TypeError(fmt('maxFrameSize must be 0 (no limit) or an integer of at least %d; got %s', constants.FRAME_MIN_SIZE, maxFrameSize)));
+      return;
+    } else {
+      this.maxFrameSize = maxFrameSize;
+    }
 
     const next = (k) => {
       this.step((err, frame) => {
@@ -127,6 +155,11 @@ class Connection extends EventEmitter {
           bail(new Error(fmt('Handshake terminated by server: %s', closeMessage(reply))));
           break;
         case defs.ConnectionTune:
+          // The spec allows 0 or at least frame-min-size (GHSA-37f9-7m79-6866).
+          if (reply.fields.frameMax !== 0 && reply.fields.frameMax < constants.FRAME_MIN_SIZE) {
+            bail(new Error(fmt('Server frameMax %d is below the protocol minimum %d', reply.fields.frameMax, constants.FRAME_MIN_SIZE)));
+            break;
+          }
           tune(tuned, reply.fields, allFields);
           if (trySend(defs.ConnectionTuneOk, defs.ConnectionOpen)) expect(defs.ConnectionOpenOk, onOpenOk);
           break;
@@ -139,6 +172,9 @@ class Connection extends EventEmitter {
       // Zero means "no limit": take the largest value the field can carry.
       this.channelMax = tuned.channelMax || 0xffff;
       this.frameMax = tuned.frameMax || 0xffffffff;
+      if (maxFrameSizeDefaulted && tuned.frameMax !== 0 && tuned.frameMax > this.maxFrameSize) {
+        this.maxFrameSize = tuned.frameMax;
+      }
       this.heartbeat = tuned.heartbeat;
       this.heartbeater = this.startHeartbeater();
       this.accept = mainAccept;
@@ -302,9 +338,17 @@ class Connection extends EventEmitter {
     return sent;
   }
 
+  // Any byte that arrived counts, not only whole frames: a large body frame can take longer
+  // than two heartbeat intervals on a slow link. A native socket parses as it reads, so it
+  // is asked how much it has read; a stream's chunks are counted by recvFrame.
   checkRecv() {
-    const received = this.recvSinceLastCheck;
+    let received = this.recvSinceLastCheck;
     this.recvSinceLastCheck = false;
+    if (this.native) {
+      const bytesRead = this.stream.bytesRead;
+      if (bytesRead !== this.bytesReadAtLastCheck) received = true;
+      this.bytesReadAtLastCheck = bytesRead;
+    }
     return received;
   }
 
@@ -671,4 +715,4 @@ function isFatalError(error) {
   }
 }
 
-module.exports = { Connection, isFatalError };
+module.exports = { Connection, isFatalError, DEFAULT_MAX_FRAME_SIZE };

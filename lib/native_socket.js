@@ -89,6 +89,11 @@ class NativeSocket extends EventEmitter {
     }
   }
 
+  // As net.Socket's: every byte read, whole frames or not.
+  get bytesRead() {
+    return this.destroyed ? 0 : this.session.socketBytesRead;
+  }
+
   // The parsed events of the next read, or null.
   read() {
     return this.received.length > 0 ? this.received.shift() : null;

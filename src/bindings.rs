@@ -493,6 +493,12 @@ impl JsSession {
     pub fn set_frame_max(&mut self, frame_max: u32) {
         self.core.set_frame_max(frame_max as usize);
     }
+
+    /// The largest frame payload accepted from the peer; 0 for no limit.
+    #[napi(catch_unwind)]
+    pub fn set_max_frame_size(&mut self, max: f64) {
+        self.core.set_max_frame_size(if max >= usize::MAX as f64 { 0 } else { max as usize });
+    }
 }
 
 // ---------------------------------------------------------------- standalone codec
@@ -588,6 +594,13 @@ const EVENT_DRAIN: i32 = 3;
 const EVENT_END: i32 = 4;
 const EVENT_ERROR: i32 = 5;
 const EVENT_CLOSE: i32 = 6;
+
+/// The most one wake-up reads before it returns to the event loop (and comes back on the
+/// next turn, the socket being still readable), so a broker that keeps the socket full
+/// cannot starve timers, I/O of other handles, or Node-API finalizers (which run in the
+/// loop's check phase and free the contents JS has dropped). libuv's own stream reads
+/// stop after 32 reads of 64 KB in the same way.
+const READ_BUDGET: usize = 2 * 1024 * 1024;
 
 struct SocketState {
     tcp: TcpSocket,
@@ -782,6 +795,7 @@ unsafe fn poll_ready(this: *mut JsSession, status: c_int, events: c_int) {
         return;
     }
     if events & uv::READABLE != 0 {
+        let mut budget = READ_BUDGET;
         loop {
             let session = unsafe { &mut *this };
             let JsSession { core, socket } = session;
@@ -802,6 +816,10 @@ unsafe fn poll_ready(this: *mut JsSession, status: c_int, events: c_int) {
                     }
                     if read.filled < read.offered {
                         break; // the socket had no more for now
+                    }
+                    budget = budget.saturating_sub(read.filled);
+                    if budget == 0 {
+                        break; // more may wait: the poll fires again on the next turn
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
@@ -943,6 +961,12 @@ impl JsSession {
     #[napi(getter, catch_unwind)]
     pub fn socket_bytes_written(&self) -> f64 {
         self.socket.as_deref().map_or(0.0, |s| s.tcp.bytes_written as f64)
+    }
+
+    /// Bytes read from the socket so far (net.Socket's `bytesRead`).
+    #[napi(getter, catch_unwind)]
+    pub fn socket_bytes_read(&self) -> f64 {
+        self.socket.as_deref().map_or(0.0, |s| s.tcp.bytes_read as f64)
     }
 }
 

@@ -13,6 +13,10 @@ use crate::tape::{Obj, Tape};
 
 /// Tables nested deeper than this are refused rather than decoded (recursion is bounded).
 pub const MAX_TABLE_DEPTH: usize = 64;
+/// A field table encodes to at most this many bytes: no frame we send is larger, and a table
+/// that shares its parts (`t = {a: t0, b: t0}`, over and over) is refused before its size
+/// doubles on without end.
+pub const MAX_TABLE_BYTES: usize = 16 * 1024 * 1024;
 /// String values in tables up to this many bytes go through the string table.
 const MAX_INTERNED_VALUE: usize = 32;
 
@@ -36,8 +40,16 @@ pub enum CodecError {
     UnexpectedTag(u8),
     Truncated,
     TooDeep,
+    /// A table to send nested deeper than decoding allows, or cyclic.
+    TooDeepToEncode,
     UnknownMethod,
     UnknownProperties,
+    /// A table over [`MAX_TABLE_BYTES`].
+    TableTooLarge,
+    /// An encoded frame larger than the frame max (a table too large for one frame).
+    FrameTooLarge { size: usize, max: usize },
+    /// A frame max that leaves no room for a body frame's payload.
+    NoRoomForBody(usize),
     /// An error raised by the value source itself (e.g. a throwing getter in JS).
     Source(String),
 }
@@ -52,6 +64,9 @@ impl CodecError {
             CodecError::OutOfRange { .. }
             | CodecError::OutOfRange64 { .. }
             | CodecError::NotAnInteger(_)
+            | CodecError::TooDeepToEncode
+            | CodecError::FrameTooLarge { .. }
+            | CodecError::TableTooLarge
             | CodecError::Truncated => {
                 ErrorKind::Range
             }
@@ -84,8 +99,21 @@ impl std::fmt::Display for CodecError {
             CodecError::UnexpectedTag(t) => write!(f, "Unexpected type tag \"{}\"", *t as char),
             CodecError::Truncated => write!(f, "Attempt to access memory outside buffer bounds"),
             CodecError::TooDeep => write!(f, "Field table nested more than {MAX_TABLE_DEPTH} deep"),
+            CodecError::TooDeepToEncode => {
+                write!(f, "Field table nested more than {MAX_TABLE_DEPTH} deep (or containing itself); not sent")
+            }
             CodecError::UnknownMethod => write!(f, "Unknown class/method ID"),
             CodecError::UnknownProperties => write!(f, "Unknown class/properties ID"),
+            CodecError::TableTooLarge => {
+                write!(f, "Encoded field table (headers or arguments) exceeds {MAX_TABLE_BYTES} bytes")
+            }
+            CodecError::FrameTooLarge { size, max } => write!(
+                f,
+                "Encoded frame of {size} bytes exceeds the frame max {max} (headers or arguments too large); nothing was sent"
+            ),
+            CodecError::NoRoomForBody(max) => {
+                write!(f, "Cannot send content: frameMax {max} leaves no room for a body frame")
+            }
             CodecError::Source(message) => f.write_str(message),
         }
     }
@@ -279,6 +307,21 @@ fn explicit_tag(name: &str) -> Option<u8> {
 
 /// Encodes a field table (length-prefixed) from the enumerable properties of `table`.
 pub fn encode_table<V: Value>(out: &mut Vec<u8>, table: &V) -> Result<()> {
+    encode_table_at(out, table, 0)
+}
+
+/// A table or array `depth` levels down. Recursion is bounded as decoding's is: a cyclic
+/// table, or one nested deeper than [`MAX_TABLE_DEPTH`], is refused (amqplib overflows its
+/// stack there, a RangeError too), never followed down the native stack.
+fn enter(depth: usize) -> Result<usize> {
+    if depth >= MAX_TABLE_DEPTH {
+        return Err(CodecError::TooDeepToEncode);
+    }
+    Ok(depth + 1)
+}
+
+fn encode_table_at<V: Value>(out: &mut Vec<u8>, table: &V, depth: usize) -> Result<()> {
+    let depth = enter(depth)?;
     let start = begin_length(out);
     if table.kind()? != Kind::Null {
         for (key, value) in table.entries()? {
@@ -291,23 +334,33 @@ pub fn encode_table<V: Value>(out: &mut Vec<u8>, table: &V) -> Result<()> {
             }
             out.push(key.len() as u8);
             out.extend_from_slice(key.as_bytes());
-            encode_field_value(out, &value)?;
+            encode_field_value(out, &value, depth)?;
+            check_table_size(out, start)?;
         }
     }
     end_length(out, start);
     Ok(())
 }
 
-fn encode_array<V: Value>(out: &mut Vec<u8>, array: &V) -> Result<()> {
+fn check_table_size(out: &[u8], start: usize) -> Result<()> {
+    if out.len() - start > MAX_TABLE_BYTES {
+        return Err(CodecError::TableTooLarge);
+    }
+    Ok(())
+}
+
+fn encode_array<V: Value>(out: &mut Vec<u8>, array: &V, depth: usize) -> Result<()> {
+    let depth = enter(depth)?;
     let start = begin_length(out);
     for item in array.items()? {
-        encode_field_value(out, &item)?;
+        encode_field_value(out, &item, depth)?;
+        check_table_size(out, start)?;
     }
     end_length(out, start);
     Ok(())
 }
 
-fn encode_field_value<V: Value>(out: &mut Vec<u8>, value: &V) -> Result<()> {
+fn encode_field_value<V: Value>(out: &mut Vec<u8>, value: &V, depth: usize) -> Result<()> {
     let kind = value.kind()?;
     if kind == Kind::Object && value.has_own("!")? {
         let type_name = value.get("!")?;
@@ -318,16 +371,16 @@ fn encode_field_value<V: Value>(out: &mut Vec<u8>, value: &V) -> Result<()> {
         let name = String::from_utf8_lossy(&name).into_owned();
         let inner = value.get("value")?;
         return match explicit_tag(&name) {
-            Some(0) => encode_inferred(out, &inner, Kind::Number),
-            Some(1) => encode_inferred(out, &inner, Kind::Object),
+            Some(0) => encode_inferred(out, &inner, Kind::Number, depth),
+            Some(1) => encode_inferred(out, &inner, Kind::Object, depth),
             Some(tag) => encode_tagged(out, tag, &inner),
             None => Err(CodecError::UnknownEncodeType(name)),
         };
     }
-    encode_inferred(out, value, kind)
+    encode_inferred(out, value, kind, depth)
 }
 
-fn encode_inferred<V: Value>(out: &mut Vec<u8>, value: &V, kind: Kind) -> Result<()> {
+fn encode_inferred<V: Value>(out: &mut Vec<u8>, value: &V, kind: Kind, depth: usize) -> Result<()> {
     match kind {
         Kind::Number => encode_tagged(out, infer_number_tag(value.number()?), value),
         Kind::String => encode_tagged(out, b'S', value),
@@ -338,7 +391,7 @@ fn encode_inferred<V: Value>(out: &mut Vec<u8>, value: &V, kind: Kind) -> Result
         }
         Kind::Array => {
             out.push(b'A');
-            encode_array(out, value)
+            encode_array(out, value, depth)
         }
         Kind::Bytes => {
             out.push(b'x');
@@ -349,7 +402,7 @@ fn encode_inferred<V: Value>(out: &mut Vec<u8>, value: &V, kind: Kind) -> Result
         }
         Kind::Object => {
             out.push(b'F');
-            encode_table(out, value)
+            encode_table_at(out, value, depth)
         }
         Kind::Undefined => Err(CodecError::UnknownEncodeType("undefined".into())),
         Kind::Other(name) => Err(CodecError::UnknownEncodeType(name.into())),
@@ -1060,6 +1113,32 @@ mod tests {
     }
 
     /// Arguments of every type, made from a seed (tables small, strings short).
+    #[test]
+    fn tables_too_deep_or_too_large_to_send_are_refused_not_recursed() {
+        let mut nested = TestValue::object(&[]);
+        for _ in 0..MAX_TABLE_DEPTH {
+            nested = TestValue::object(&[("a", nested)]);
+        }
+        let mut out = Vec::new();
+        assert_eq!(encode_table(&mut out, &nested), Err(CodecError::TooDeepToEncode));
+        assert_eq!(CodecError::TooDeepToEncode.kind(), ErrorKind::Range);
+        let mut array = TestValue::Array(vec![]);
+        for _ in 0..MAX_TABLE_DEPTH - 2 {
+            array = TestValue::Array(vec![array]);
+        }
+        let mut out = Vec::new();
+        assert!(encode_table(&mut out, &TestValue::object(&[("a", array)])).is_ok(), "up to the bound is fine");
+        // A table over the size bound is refused once past it (in JS, shared parts can
+        // double the size at each level: encoding stops there, not after 2^depth values).
+        let mut shared = TestValue::Str("x".repeat(1 << 20));
+        for _ in 0..5 {
+            shared = TestValue::object(&[("a", shared.clone()), ("b", shared)]);
+        }
+        let mut out = Vec::new();
+        assert_eq!(encode_table(&mut out, &shared), Err(CodecError::TableTooLarge));
+        assert!(out.len() <= 2 * MAX_TABLE_BYTES + 4096);
+    }
+
     fn random_fields(args: &[crate::spec_types::Arg], seed: u64) -> TestValue {
         let mut state = seed | 1;
         let mut next = move || {

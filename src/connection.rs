@@ -19,8 +19,12 @@ use std::hash::BuildHasherDefault;
 /// showed up in profiles of receiving small messages (an assembly per message).
 type ByChannel<V> = HashMap<u16, V, BuildHasherDefault<Fnv>>;
 
-/// Frame size limit before tuning, and when the peers agreed on "no limit" (frameMax 0).
+/// The largest frame this side sends when the peers agreed on "no limit" (frameMax 0).
 pub const UNTUNED_FRAME_MAX: usize = 16 * 1024 * 1024;
+/// The largest payload accepted from the peer unless told otherwise (amqplib's
+/// `maxFrameSize` default). It is not the negotiated frame max: some brokers send larger
+/// frames unsplit (amqplib #784), and amqplib accepts them.
+pub const DEFAULT_MAX_FRAME_SIZE: usize = 64 * 1024 * 1024;
 /// Room made in the read buffer before each read from a socket.
 pub const READ_CHUNK: usize = 64 * 1024;
 /// The most a content header can make us allocate before its body arrives.
@@ -70,15 +74,16 @@ pub struct Read {
     pub offered: usize,
 }
 
-#[derive(Default)]
 pub struct Session {
     read: Vec<u8>,
     /// Bytes at the front of `read` already parsed; dropped at the next receive, since the
     /// objects of the tape refer to `read` until then.
     consumed: usize,
-    /// The frame max set by tuning; `None` before, when frames may be up to
-    /// [`UNTUNED_FRAME_MAX`] and bodies are split at the spec's minimum frame size.
+    /// The frame max set by tuning; `None` before, when bodies are split at the spec's
+    /// minimum frame size.
     frame_max: Option<usize>,
+    /// The largest payload accepted, checked from a frame's header alone (`None`: no limit).
+    max_frame_size: Option<usize>,
     assemblies: ByChannel<Assembly>,
     strings: Interner,
     pub tape: Tape,
@@ -111,6 +116,26 @@ impl From<CodecError> for ProtocolError {
     }
 }
 
+impl Default for Session {
+    fn default() -> Self {
+        Session {
+            read: Vec::new(),
+            consumed: 0,
+            frame_max: None,
+            max_frame_size: Some(DEFAULT_MAX_FRAME_SIZE),
+            assemblies: ByChannel::default(),
+            strings: Interner::default(),
+            tape: Tape::default(),
+            out: Vec::new(),
+            failed: false,
+            bytes_copied: 0,
+            last_publish: ByChannel::default(),
+            direct: None,
+            frame_end_due: None,
+        }
+    }
+}
+
 impl Session {
     pub fn new() -> Self {
         Session::default()
@@ -137,22 +162,45 @@ impl Session {
         self.frame_max = Some(frame_max);
     }
 
-    /// The largest frame this side sends: the tuned frame max, or the spec's minimum before.
+    /// The largest payload accepted from the peer (amqplib's `maxFrameSize`); 0 lifts the limit.
+    pub fn set_max_frame_size(&mut self, max: usize) {
+        self.max_frame_size = (max > 0).then_some(max);
+    }
+
+    /// The largest frame this side sends: the tuned frame max (as agreed, however small: a
+    /// server below the spec's minimum is refused in the handshake), or the spec's minimum
+    /// before tuning.
     fn send_frame_max(&self) -> usize {
         match self.frame_max {
             None => spec::FRAME_MIN_SIZE as usize,
             Some(0) => UNTUNED_FRAME_MAX,
-            Some(n) => n.clamp(spec::FRAME_MIN_SIZE as usize, UNTUNED_FRAME_MAX),
+            Some(n) => n.min(UNTUNED_FRAME_MAX),
         }
     }
 
-    /// The largest payload accepted: the tuned frame max (never below the spec's minimum,
-    /// never above [`UNTUNED_FRAME_MAX`]), or that bound before tuning.
-    fn max_payload(&self) -> usize {
-        match self.frame_max {
-            None => UNTUNED_FRAME_MAX - OVERHEAD,
-            Some(_) => self.send_frame_max() - OVERHEAD,
+    /// The frame max to split a body at, if it leaves room for one byte of body per frame.
+    fn body_frame_max(&self) -> crate::codec::Result<usize> {
+        let max = self.send_frame_max();
+        if max <= OVERHEAD {
+            return Err(CodecError::NoRoomForBody(max));
         }
+        Ok(max)
+    }
+
+    /// Refuses the frames in `frames` if one is larger than this side may send (a table too
+    /// large for one frame), before any of them joins the output. Every peer accepts frames
+    /// of the spec's minimum size, whatever frame max was agreed.
+    pub fn check_sendable(&self, frames: &[u8]) -> crate::codec::Result<()> {
+        let max = self.send_frame_max().max(spec::FRAME_MIN_SIZE as usize);
+        let mut rest = frames;
+        while rest.len() >= frame::HEADER_BYTES {
+            let size = u32::from_be_bytes([rest[3], rest[4], rest[5], rest[6]]) as usize;
+            if size + OVERHEAD > max {
+                return Err(CodecError::FrameTooLarge { size: size + OVERHEAD, max });
+            }
+            rest = &rest[(size + OVERHEAD).min(rest.len())..];
+        }
+        Ok(())
     }
 
     /// The buffer that tape objects' ranges refer to, valid until the next `receive`.
@@ -238,7 +286,7 @@ impl Session {
             self.read.clear();
             return;
         }
-        let max = self.max_payload();
+        let max = self.max_frame_size.unwrap_or(usize::MAX);
         let mut pos = 0;
         if let (Some(channel), false) = (self.frame_end_due, self.read.is_empty()) {
             if let Err(e) = self.end_direct_body(channel) {
@@ -445,9 +493,16 @@ impl Session {
 
     // ------------------------------------------------------------ outgoing
 
+    /// A method frame; one too large to send (its tables, say) is refused, nothing sent.
     pub fn send_method<V: Value>(&mut self, channel: u16, method_id: u32, fields: &V) -> crate::codec::Result<()> {
         let method = spec::method(method_id).ok_or(CodecError::UnknownMethod)?;
-        frame::write_method(&mut self.out, channel, method, fields)
+        let start = self.out.len();
+        frame::write_method(&mut self.out, channel, method, fields)?;
+        if let Err(e) = self.check_sendable(&self.out[start..]) {
+            self.out.truncate(start);
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// A method with content: method, header and body frames, back to back. On an encoding
@@ -472,13 +527,16 @@ impl Session {
     /// basic.publish with its content, the hot path of sending: its method and header frames
     /// `head` (from `frame::write_publish_head`), then its body frames. The head is kept for a
     /// publish with the same arguments.
-    pub fn send_publish_head(&mut self, channel: u16, head: &[u8], content: &[u8]) {
+    /// publish with the same arguments. Frames too large to send are refused, nothing sent.
+    pub fn send_publish_head(&mut self, channel: u16, head: &[u8], content: &[u8]) -> crate::codec::Result<()> {
+        let frame_max = self.body_frame_max()?;
+        self.check_sendable(head)?;
         self.out.extend_from_slice(head);
-        let frame_max = self.send_frame_max();
         frame::write_body(&mut self.out, channel, content, frame_max);
         let last = self.last_publish.entry(channel).or_default();
         last.clear();
         last.extend_from_slice(head);
+        Ok(())
     }
 
     /// basic.ack, basic.nack or basic.reject (see `frame::write_acknowledgement`): `flags`
@@ -495,14 +553,15 @@ impl Session {
     }
 
     /// A publish with the same arguments as the channel's last one (the caller checks): its
-    /// method and header frames again, with this body's size. False if there is none.
+    /// method and header frames again, with this body's size. False if there is none (the
+    /// last one was sent under the same frame max, so its frames fit).
     pub fn send_publish_again(&mut self, channel: u16, content: &[u8]) -> bool {
         let Some(last) = self.last_publish.get(&channel) else { return false };
+        let Ok(frame_max) = self.body_frame_max() else { return false };
         let at = self.out.len();
         self.out.extend_from_slice(last);
         let size_at = at + frame::body_size_at(last);
         self.out[size_at..size_at + 8].copy_from_slice(&(content.len() as u64).to_be_bytes());
-        let frame_max = self.send_frame_max();
         frame::write_body(&mut self.out, channel, content, frame_max);
         true
     }
@@ -513,12 +572,12 @@ impl Session {
     where
         F: FnOnce(&mut Vec<u8>) -> crate::codec::Result<()>,
     {
+        let frame_max = self.body_frame_max()?;
         let start = self.out.len();
-        if let Err(e) = head(&mut self.out) {
+        if let Err(e) = head(&mut self.out).and_then(|()| self.check_sendable(&self.out[start..])) {
             self.out.truncate(start);
             return Err(e);
         }
-        let frame_max = self.send_frame_max();
         frame::write_body(&mut self.out, channel, content, frame_max);
         Ok(())
     }
@@ -775,6 +834,48 @@ mod tests {
         assert!(reserved as u64 <= MAX_CONTENT_RESERVE);
     }
 
+    #[test]
+    fn frames_over_the_frame_max_are_accepted_up_to_max_frame_size() {
+        // Some brokers send a delivery's body unsplit, over the negotiated frame max.
+        let unsplit = delivery(&[7u8; 20_000], 131_072);
+        let mut client = Session::new();
+        client.set_frame_max(4096);
+        client.receive(&unsplit);
+        assert_eq!(events(&client).last().map(|e| e.0), Some(EVENT_BODY));
+        // The limit is checked from the header alone, before the payload arrives.
+        let mut client = Session::new();
+        client.set_max_frame_size(16_384);
+        client.receive(&unsplit[..unsplit.len() - 10_000]);
+        assert_eq!(error_code(&client), Some(FRAME_ERROR));
+        // 0 lifts the limit.
+        let mut client = Session::new();
+        client.set_max_frame_size(0);
+        client.receive(&delivery(&vec![1u8; DEFAULT_MAX_FRAME_SIZE + 1], UNTUNED_FRAME_MAX * 8));
+        assert_eq!(error_code(&client), None);
+    }
+
+    #[test]
+    fn frames_too_large_to_send_are_refused_and_nothing_is_sent() {
+        let mut client = Session::new();
+        client.set_frame_max(4096);
+        let big = TestValue::object(&[("x-big", TestValue::Str("x".repeat(5000)))]);
+        let declare = TestValue::object(&[("queue", TestValue::Str("q".into())), ("arguments", big.clone())]);
+        let e = client.send_method(1, spec::QUEUE_DECLARE.id, &declare).unwrap_err();
+        assert!(matches!(e, CodecError::FrameTooLarge { max: 4096, .. }), "{e}");
+        let e = client.send_message(1, spec::BASIC_PUBLISH.id, &TestValue::object(&[]), 60, &TestValue::object(&[("headers", big)]), b"x");
+        assert!(matches!(e, Err(CodecError::FrameTooLarge { .. })));
+        assert!(client.out.is_empty(), "nothing of either is left to send");
+        // A frame max with no room for a body byte refuses content, whatever its size; other
+        // frames up to the spec's minimum size still go.
+        client.set_frame_max(8);
+        client.send_method(1, spec::CHANNEL_OPEN.id, &TestValue::object(&[])).unwrap();
+        client.out.clear();
+        let e = client.send_message(1, spec::BASIC_PUBLISH.id, &TestValue::object(&[]), 60, &TestValue::object(&[]), b"");
+        assert_eq!(e, Err(CodecError::NoRoomForBody(8)));
+        assert!(!client.send_publish_again(1, b"x"));
+        assert!(client.out.is_empty());
+    }
+
     fn error_code(session: &Session) -> Option<u32> {
         events(session).into_iter().find(|e| e.0 == EVENT_ERROR).map(|e| e.2)
     }
@@ -783,7 +884,7 @@ mod tests {
     fn hostile_frames_are_errors_and_later_bytes_are_ignored() {
         let oversize = [3u8, 0, 1, 0, 0, 0x20, 0];
         let mut client = Session::new();
-        client.set_frame_max(4096);
+        client.set_max_frame_size(4096);
         client.receive(&oversize);
         assert_eq!(error_code(&client), Some(FRAME_ERROR));
         client.receive(&frame::HEARTBEAT);

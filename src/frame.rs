@@ -30,7 +30,7 @@ pub struct Envelope {
 pub enum FrameError {
     /// The octet after the payload is not frame-end.
     BadFrameEnd,
-    /// The frame declares a payload longer than the negotiated maximum.
+    /// The frame declares a payload longer than the peer may send (`maxFrameSize`).
     TooLarge { size: usize, max: usize },
 }
 
@@ -39,7 +39,7 @@ impl std::fmt::Display for FrameError {
         match self {
             FrameError::BadFrameEnd => f.write_str("Invalid frame"),
             FrameError::TooLarge { size, max } => {
-                write!(f, "Frame size {size} exceeds frame max {max}")
+                write!(f, "Frame size {size} exceeds maxFrameSize {max}")
             }
         }
     }

@@ -14,6 +14,9 @@ pub struct TcpSocket {
     /// Writes made and bytes written, for the benchmarks.
     pub writes: u64,
     pub bytes_written: u64,
+    /// Bytes read: any byte that arrives is a sign of life, for the heartbeat, even while a
+    /// large frame is still incomplete.
+    pub bytes_read: u64,
 }
 
 fn check(ret: c_int) -> io::Result<c_int> {
@@ -64,7 +67,7 @@ impl TcpSocket {
         // SAFETY: plain system calls on a descriptor we own from here on.
         let fd = check(unsafe { libc::socket(domain, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) })?;
         // SAFETY: `fd` was just returned by socket() and is owned by nothing else.
-        let socket = TcpSocket { fd: unsafe { OwnedFd::from_raw_fd(fd) }, writes: 0, bytes_written: 0 };
+        let socket = TcpSocket { fd: unsafe { OwnedFd::from_raw_fd(fd) }, writes: 0, bytes_written: 0, bytes_read: 0 };
         let (storage, len) = sockaddr(&addr);
         // SAFETY: storage holds a valid sockaddr of length `len`.
         let ret = unsafe { libc::connect(fd, (&storage as *const libc::sockaddr_storage).cast(), len) };
@@ -111,14 +114,14 @@ impl TcpSocket {
         Ok((err != 0).then(|| io::Error::from_raw_os_error(err)))
     }
 
-    pub fn read(&self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+    pub fn read(&mut self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
         // SAFETY: reads at most buf.len() bytes into memory we may write.
         let n = unsafe { libc::read(self.fd(), buf.as_mut_ptr().cast(), buf.len()) };
         if n < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(n as usize)
+            return Err(io::Error::last_os_error());
         }
+        self.bytes_read += n as u64;
+        Ok(n as usize)
     }
 
     pub fn write(&mut self, buf: &[u8]) -> io::Result<usize> {

@@ -226,7 +226,7 @@ unsafe extern "C" fn send_publish(env: sys::napi_env, info: sys::napi_callback_i
             }
             // SAFETY: held only for the rest of this call, which runs no JS.
             let session = unsafe { session_ref(session)? };
-            session.core.send_publish_head(channel, &head, content);
+            session.core.send_publish_head(channel, &head, content).map_err(|e| throw(env, &e))?;
             Ok(session.core.out.len())
         });
         PUBLISH_HEAD.with(|cell| cell.set(head));
