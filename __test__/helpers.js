@@ -15,11 +15,15 @@ const AMQP_URL = process.env.AMQP_URL || 'amqp://localhost';
 
 // --- the two libraries -------------------------------------------------
 
-// Ours, by path, and the original from node_modules (the devDependency).
+// Ours, by path, and the original from node_modules (the devDependency):
+// `amqplib` is 2.0.1 (whose test suite compat/ runs), `amqplib-latest` is
+// 2.3.1 (an alias), the version whose behaviour we now match.
 const ours = require(ROOT);
 const oursCallback = require(path.join(ROOT, 'callback_api'));
 const original = require('amqplib');
 const originalCallback = require('amqplib/callback_api');
+const latest = require('amqplib-latest');
+const latestCallback = require('amqplib-latest/callback_api');
 
 // --- names ---------------------------------------------------------------
 
@@ -147,6 +151,8 @@ module.exports = {
   oursCallback,
   original,
   originalCallback,
+  latest,
+  latestCallback,
   uniqueName,
   loadApp,
   resolutions,

@@ -11,7 +11,7 @@ const EventEmitter = require('node:events');
 const defs = require('./defs');
 const Args = require('./api_args');
 const { BaseChannel } = require('./channel');
-const { getReplyHandler, waitForAllConfirms } = require('./channel_model');
+const { getReplyHandler } = require('./channel_model');
 
 const CONNECTION_EVENTS = ['error', 'close', 'blocked', 'unblocked', 'update-secret-ok'];
 
@@ -247,12 +247,17 @@ class ConfirmChannel extends Channel {
     return this.publish('', queue, content, options, cb);
   }
 
-  // `cb()` once everything published so far is acked, `cb(err)` otherwise.
+  // `cb()` once everything published so far is acked, `cb(err)` otherwise ('channel closed'
+  // if the channel closed with any of it unconfirmed). Returns nothing, as amqplib 2.2.1 on.
+  // The callback is required: amqplib fails without one by a rejection nothing can catch;
+  // here it is a TypeError thrown at the call.
   waitForConfirms(cb) {
-    const done = cb || noop;
-    return waitForAllConfirms(this).then(
-      () => done(),
-      (err) => done(err),
+    if (typeof cb !== 'function') {
+      throw new TypeError(`waitForConfirms requires a callback function; got ${cb === null ? 'null' : typeof cb}`);
+    }
+    this._waitForConfirms().then(
+      () => cb(),
+      (err) => cb(err),
     );
   }
 }

@@ -21,6 +21,8 @@ class Channel extends EventEmitter {
     // Publisher confirms: callbacks of unconfirmed publishes, the first one's tag is lwm.
     this.lwm = 1;
     this.unconfirmed = [];
+    // Set when the channel closed with publishes unconfirmed: every waitForConfirms fails.
+    this.closedWithUnconfirmed = false;
     // The message being assembled: its fields, properties and the event to emit.
     this.incoming = null;
     this.incomingEvent = 'delivery';
@@ -209,12 +211,38 @@ class Channel extends EventEmitter {
     this.unconfirmed.push(cb || false);
   }
 
-  // Every publish still unconfirmed when the channel closes gets `err`, once. Publishes
-  // without a callback keep their (false) slots, so waitForConfirms can still see them.
+  // Every publish still unconfirmed when the channel closes gets `err`, once; whether any
+  // was left (with a callback or without) is remembered for waitForConfirms.
   failUnconfirmed(err) {
     const waiting = this.unconfirmed;
-    this.unconfirmed = waiting.filter((cb) => cb === false);
+    this.unconfirmed = [];
+    this.closedWithUnconfirmed = waiting.some((cb) => cb !== null);
     for (const cb of waiting) if (cb) cb(err);
+  }
+
+  // Resolves once every publish so far is acked; rejects with the first nack, or with
+  // 'channel closed' if the channel closes (or has closed) with any of them unconfirmed.
+  // Each publish's own callback still runs. Shared by both APIs' waitForConfirms.
+  _waitForConfirms() {
+    if (this.closedWithUnconfirmed) return Promise.reject(new Error('channel closed'));
+    const unconfirmed = this.unconfirmed;
+    const waiting = [];
+    for (let i = 0; i < unconfirmed.length; i++) {
+      const own = unconfirmed[i];
+      if (own === null) continue; // confirmed out of order already
+      waiting.push(
+        new Promise((resolve, reject) => {
+          // Take over the slot: handleConfirm or failUnconfirmed calls it with null (ack) or
+          // an error (nack, or the channel closing).
+          unconfirmed[i] = (err) => {
+            if (own) own(err);
+            if (err === null) resolve();
+            else reject(err);
+          };
+        }),
+      );
+    }
+    return Promise.all(waiting);
   }
 
   onBufferDrain() {

@@ -49,40 +49,6 @@ function getReplyHandler(channel, done) {
   };
 }
 
-// Resolve once every message published so far on a confirm channel has
-// been acked (rejects with the first nack or with the channel's closure),
-// while still running each message's own confirm callback. Shared by
-// both APIs.
-function waitForAllConfirms(channel) {
-  const unconfirmed = channel.unconfirmed;
-  const waiting = [];
-  for (let i = 0; i < unconfirmed.length; i++) {
-    const original = unconfirmed[i];
-    if (original === null) continue; // slot already confirmed
-    waiting.push(
-      new Promise((resolve, reject) => {
-        // Take over the slot; the channel calls it with null (ack) or an
-        // error (nack, or the channel closing).
-        unconfirmed[i] = (err) => {
-          if (original) original(err);
-          if (err === null) resolve();
-          else reject(err);
-        };
-      }),
-    );
-  }
-  // A channel that has gone away (its RPC queue is gone) will never
-  // confirm what's left, so fail those now instead of waiting forever.
-  if (!channel.pending) {
-    const closed = new Error('channel closed');
-    while (unconfirmed.length > 0) {
-      const callback = unconfirmed.shift();
-      if (callback) callback(closed);
-    }
-  }
-  return Promise.all(waiting);
-}
-
 class ChannelModel extends EventEmitter {
   constructor(connection) {
     super();
@@ -218,13 +184,13 @@ class Channel extends BaseChannel {
     });
   }
 
+  // Resolves with the server's acknowledgement, `{ consumerTag }` (amqplib 2.2.1 on).
   cancel(consumerTag) {
     return new Promise((resolve, reject) => {
-      this._rpc(defs.BasicCancel, Args.cancel(consumerTag), defs.BasicCancelOk, (err) => {
+      this._rpc(defs.BasicCancel, Args.cancel(consumerTag), defs.BasicCancelOk, (err, reply) => {
         if (err) return reject(err);
         this.unregisterConsumer(consumerTag);
-        // amqplib 2.0.1 resolves with nothing (its declared Replies.Empty notwithstanding).
-        return resolve();
+        return resolve(reply.fields);
       });
     });
   }
@@ -292,7 +258,7 @@ class ConfirmChannel extends Channel {
   }
 
   waitForConfirms() {
-    return waitForAllConfirms(this);
+    return this._waitForConfirms();
   }
 }
 
@@ -302,5 +268,4 @@ module.exports = {
   ConfirmChannel,
   // shared with the callback API
   getReplyHandler,
-  waitForAllConfirms,
 };
