@@ -253,6 +253,19 @@ function childScenarios() {
       return result;
     },
 
+    // close() on a stalled link with heartbeat=1: settled with the heartbeat's error once it
+    // says the peer is gone (amqplib's close waits forever).
+    async closeStalled() {
+      const s = await connectThroughProxy('heartbeat=1');
+      s.proxy.stall();
+      const stalledAt = Date.now();
+      const close = settle(s.conn.close());
+      for (let waited = 0; close.state === 'pending' && waited < 8000; waited += 50) await sleep(50);
+      const result = lossReport(s, { close, settledAfterMs: Date.now() - stalledAt });
+      await s.proxy.close();
+      return result;
+    },
+
     // The proxy stops forwarding with heartbeat=1: 'Heartbeat timeout' within ~3-4 s, with
     // what was waiting (an RPC, confirms) failed.
     async stall() {
@@ -737,6 +750,15 @@ function defineTests() {
       assert.ok(theirs.delivered > 2000, 'the message takes longer than two heartbeat intervals');
       assert.ok(ours.delivered > 0, `delivered intact, no heartbeat timeout: ${ours.events.join(' | ')}`);
       assert.deepStrictEqual(ours.events, [], 'no error, no close while it arrives');
+    });
+
+    it('close() on a stalled link settles with the heartbeat timeout', async (t) => {
+      const r = await runScenario('closeStalled');
+      t.diagnostic(`close ${JSON.stringify(r.close)} after ${r.settledAfterMs} ms; ${r.events.join(' | ')}`);
+      assert.strictEqual(r.close.state, 'rejected');
+      assert.match(r.close.message, /Heartbeat timeout/);
+      assert.ok(r.settledAfterMs <= 4500, `settled after ${r.settledAfterMs} ms`);
+      assertLossHandled(r);
     });
 
     it('a slow link: partial writes, publish says false, drain follows, all arrive in order', async (t) => {

@@ -1,7 +1,7 @@
 'use strict';
 // Frame sizes and table limits, as amqplib 2.3.1 has them (GHSA-37f9-7m79-6866 and the
 // tables too large for a frame), and tables that no frame can hold (cyclic, or nested without
-// end). Every case runs against this package and against amqplib 2.3.1, with the same
+// end), and odd table values. Every case runs against this package and against amqplib 2.3.1, with the same
 // expectations: fake servers for what a broker will not do, the broker for the rest.
 
 const { describe, it } = require('node:test');
@@ -222,6 +222,31 @@ for (const [name, amqp] of LIBRARIES) {
       await afterFailedRpc();
       await assert.rejects((async () => ch.consume(queue, () => {}, { arguments: { list: deepArray } }))(), RangeError);
       await afterFailedRpc();
+    });
+
+    it('odd table values are encoded as amqplib encodes them', async () => {
+      const headers = {
+        u8: Uint8Array.of(1, 2), // not a Buffer: a table of its indices
+        dv: new DataView(new ArrayBuffer(2)), // no enumerable properties: an empty table
+        n: { '!': 'int', value: '42' }, // coerced as Node's writers do (a float of 'abc' is NaN,
+        // which RabbitMQ answers by closing the connection, for amqplib as for us)
+      };
+      ch.sendToQueue(queue, Buffer.from('odd'), { headers });
+      let msg = false;
+      for (let i = 0; i < 50 && !msg; i++) {
+        msg = await ch.get(queue, { noAck: true });
+        if (!msg) await new Promise((r) => setTimeout(r, 20));
+      }
+      const got = msg.properties.headers;
+      assert.deepStrictEqual(got.u8, { 0: 1, 1: 2 });
+      assert.deepStrictEqual(got.dv, {});
+      assert.strictEqual(got.n, 42);
+      assert.throws(() => ch.sendToQueue(queue, Buffer.from('x'), { headers: { b: { '!': 'byte', value: 300 } } }), {
+        name: 'RangeError',
+        code: 'ERR_OUT_OF_RANGE',
+        message: 'The value of "value" is out of range. It must be >= -128 and <= 127. Received 300',
+      });
+      await stillUsable();
     });
 
     it('cyclic client properties: connect fails with a RangeError', async () => {

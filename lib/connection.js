@@ -58,6 +58,7 @@ class Connection extends EventEmitter {
     this.bytesReadAtLastCheck = 0;
 
     this.expectSocketClose = false;
+    this.closeWaiter = null;
     this.blocked = false;
     this.freeChannels = new BitSet();
     this.channels = [{ channel: { accept: channel0(this) } }];
@@ -196,7 +197,7 @@ class Connection extends EventEmitter {
   }
 
   close(closeCallback) {
-    const k = closeCallback && (() => closeCallback(null));
+    const k = closeCallback && ((err) => closeCallback(err || null));
     this.closeBecause('Cheers, thanks', constants.REPLY_SUCCESS, k);
   }
 
@@ -219,6 +220,8 @@ class Connection extends EventEmitter {
   }
 
   // We sent Close: only CloseOk (or a Close crossing ours) matters now.
+  // If the connection ends before CloseOk (the heartbeat finds the peer gone, the socket
+  // fails), `k` gets that error: a close on a stalled link settles (amqplib's waits forever).
   toClosing(capturedStack, k) {
     if (this.blocked) {
       // A blocked server reads nothing, so it will never answer: close at once.
@@ -227,8 +230,10 @@ class Connection extends EventEmitter {
       return;
     }
     const sendMethod = this.sendMethod.bind(this);
+    this.closeWaiter = k || null;
     this.accept = function (f) {
       if (f.id === defs.ConnectionCloseOk) {
+        this.closeWaiter = null;
         if (k) k();
         this.toClosed(stackCapture('ConnectionCloseOk received'), undefined);
       } else if (f.id === defs.ConnectionClose) {
@@ -247,6 +252,8 @@ class Connection extends EventEmitter {
 
   // Fully closed: nothing more is sent or accepted.
   toClosed(capturedStack, maybeErr) {
+    const closeWaiter = this.closeWaiter;
+    this.closeWaiter = null;
     this._closeChannels(capturedStack);
     const info = fmt('Connection closed (%s)', maybeErr ? maybeErr.toString() : 'by client');
     invalidateSend(this, info, capturedStack);
@@ -262,6 +269,7 @@ class Connection extends EventEmitter {
     // once what it still has to write is written.
     if (!this.native) this.session.release();
     safeEmit(this, 'close', maybeErr);
+    if (closeWaiter) closeWaiter(maybeErr || new Error('Connection closed before the server confirmed the close'));
   }
 
   _updateSecret(newSecret, reason, cb) {

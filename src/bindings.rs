@@ -35,12 +35,14 @@ fn throw(env: sys::napi_env, e: &CodecError) -> Error {
     unsafe { sys::napi_is_exception_pending(env, &mut pending) };
     if !pending {
         let message = std::ffi::CString::new(e.to_string().replace('\0', " ")).unwrap_or_default();
-        // SAFETY: as above; message is NUL-terminated and outlives the call.
+        let code = e.code().map(|code| std::ffi::CString::new(code).expect("codes have no NUL"));
+        let code = code.as_ref().map_or(ptr::null(), |code| code.as_ptr());
+        // SAFETY: as above; message and code are NUL-terminated (or null) and outlive the call.
         unsafe {
             match e.kind() {
-                ErrorKind::Type => sys::napi_throw_type_error(env, ptr::null(), message.as_ptr()),
-                ErrorKind::Range => sys::napi_throw_range_error(env, ptr::null(), message.as_ptr()),
-                ErrorKind::Plain => sys::napi_throw_error(env, ptr::null(), message.as_ptr()),
+                ErrorKind::Type => sys::napi_throw_type_error(env, code, message.as_ptr()),
+                ErrorKind::Range => sys::napi_throw_range_error(env, code, message.as_ptr()),
+                ErrorKind::Plain => sys::napi_throw_error(env, code, message.as_ptr()),
             };
         }
     }
@@ -89,7 +91,7 @@ impl JsVal {
                     return Ok(Kind::Array);
                 }
                 check(unsafe { sys::napi_is_buffer(self.env, self.value, &mut yes) })?;
-                if yes {
+                if yes && self.is_node_buffer()? {
                     Kind::Bytes
                 } else {
                     Kind::Object
@@ -102,6 +104,18 @@ impl JsVal {
         })
     }
 
+
+    /// `Buffer.isBuffer`: Node-API's own test takes any typed array or DataView, which
+    /// amqplib encodes as tables (of their indices), not as byte arrays.
+    fn is_node_buffer(&self) -> crate::codec::Result<bool> {
+        let mut global = ptr::null_mut();
+        let mut constructor = ptr::null_mut();
+        let mut yes = false;
+        check(unsafe { sys::napi_get_global(self.env, &mut global) })?;
+        check(unsafe { sys::napi_get_property(self.env, global, self.key("Buffer")?, &mut constructor) })?;
+        check(unsafe { sys::napi_instanceof(self.env, self.value, constructor, &mut yes) })?;
+        Ok(yes)
+    }
 
     fn of(env: &Env, value: &Unknown) -> Self {
         JsVal::new(env.raw(), value.raw())
@@ -191,7 +205,13 @@ impl Value for JsVal {
 
     fn number(&self) -> crate::codec::Result<f64> {
         let mut out = 0.0;
-        check(unsafe { sys::napi_get_value_double(self.env, self.value, &mut out) })?;
+        if unsafe { sys::napi_get_value_double(self.env, self.value, &mut out) } == sys::Status::napi_ok {
+            return Ok(out);
+        }
+        // Not a number: coerce as `+value` does (valueOf may run, and may throw).
+        let mut coerced = ptr::null_mut();
+        check(unsafe { sys::napi_coerce_to_number(self.env, self.value, &mut coerced) })?;
+        check(unsafe { sys::napi_get_value_double(self.env, coerced, &mut out) })?;
         Ok(out)
     }
 
@@ -773,10 +793,15 @@ unsafe fn poll_ready(this: *mut JsSession, status: c_int, events: c_int) {
     let Some(state) = (unsafe { (*this).socket.as_deref_mut() }) else { return };
     if status < 0 {
         // libuv reports a socket error (POLLERR) as EBADF; the socket knows the real one.
-        let syscall = if state.connecting { "connect" } else { "read" };
         let errno = match state.tcp.take_error() {
             Ok(Some(e)) => errno_of(&e),
             _ => -status,
+        };
+        // A broken pipe is what a write finds, as Node names it ("write EPIPE").
+        let syscall = match (state.connecting, errno) {
+            (true, _) => "connect",
+            (false, libc::EPIPE) => "write",
+            _ => "read",
         };
         return fail(errno, syscall);
     }

@@ -55,6 +55,15 @@ pub enum CodecError {
 }
 
 impl CodecError {
+    /// The `code` Node gives the same error, where it gives one (its Buffer writers' range
+    /// errors, which amqplib's encoder raises).
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            CodecError::OutOfRange { .. } | CodecError::OutOfRange64 { .. } => Some("ERR_OUT_OF_RANGE"),
+            _ => None,
+        }
+    }
+
     pub fn kind(&self) -> ErrorKind {
         match self {
             CodecError::WrongType { .. }
@@ -164,6 +173,8 @@ pub trait Value: Sized {
     fn kind(&self) -> Result<Kind>;
     /// JS truthiness, which is how amqplib reads bits.
     fn truthy(&self) -> Result<bool>;
+    /// The value as a number, coerced as JS's unary `+` does (amqplib hands values to Node's
+    /// Buffer writers, which coerce: a string in a float field is NaN, not an error).
     fn number(&self) -> Result<f64>;
     /// Appends the UTF-8 bytes of a string value to `out`.
     fn append_utf8(&self, out: &mut Vec<u8>) -> Result<()>;
