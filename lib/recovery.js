@@ -5,10 +5,16 @@
 // A recovering model stands in for a ChannelModel (promise API) or a
 // CallbackModel (callback API). It opens the underlying model, runs the
 // user's `setup` on it, and whenever that model closes it opens a fresh
-// one after an exponential backoff with jitter, giving up after
-// `maxRetries` consecutive failed attempts. Channels are created on
-// whichever model is current; channels themselves are not recovered
-// (that's what `setup` is for).
+// one after a delay (exponential backoff with jitter, or the user's
+// `calculateDelay`), giving up after `maxRetries` consecutive failed
+// attempts (`initialMaxRetries` before the first success). Channels are
+// created on whichever model is current; channels themselves are not
+// recovered (that's what `setup` is for). The semantics are amqplib
+// 2.3.1's.
+//
+// The first attempt starts on a later turn of the event loop, so that a
+// caller given the model at once (`waitForConnect: false`) can listen
+// for its events and can close() it before the attempt ends.
 //
 // Events: 'connect' (model), 'disconnect' (err), 'connect-failed' (err),
 // 'reconnect-scheduled' ({ attempt, delay, error }), 'reconnect-failed'
@@ -19,11 +25,13 @@ const EventEmitter = require('node:events');
 
 const DEFAULTS = Object.freeze({
   initialDelay: 100, // ms before the first retry
-  maxDelay: 30000, // ms, cap on the backoff
+  maxDelay: 30000, // ms, cap on the backoff, jitter included
   factor: 2, // backoff multiplier per attempt
   jitter: 0.2, // +/- this fraction of the delay, at random
   maxRetries: Infinity,
   setup: null,
+  waitForConnect: true, // connect() settles with the first connection, not before
+  calculateDelay: null, // (attempt) => ms, in place of the backoff
 });
 
 // Events of the underlying model that are simply re-emitted.
@@ -56,30 +64,56 @@ function clamp(value, low, high) {
   return Math.min(high, Math.max(low, value));
 }
 
+// A retry limit: absent means `fallback`, Infinity stays, anything else
+// not a finite number means `fallback` too, and negatives mean 0.
+function retryLimit(value, fallback) {
+  if (value === undefined || value === null) return fallback;
+  if (value === Infinity) return Infinity;
+  return Math.max(0, finiteOr(value, fallback));
+}
+
 // Fill in defaults and bring out-of-range values back into range.
 function normaliseRecoveryOptions(recovery) {
   const given = recovery === true ? {} : recovery || {};
   const initialDelay = Math.max(0, finiteOr(given.initialDelay, DEFAULTS.initialDelay));
-  const maxRetries =
-    given.maxRetries === undefined || given.maxRetries === null ? Infinity : finiteOr(given.maxRetries, Infinity);
+  const maxRetries = retryLimit(given.maxRetries, DEFAULTS.maxRetries);
   return {
     initialDelay,
     maxDelay: Math.max(initialDelay, finiteOr(given.maxDelay, DEFAULTS.maxDelay)),
     factor: Math.max(1, finiteOr(given.factor, DEFAULTS.factor)),
     jitter: clamp(finiteOr(given.jitter, DEFAULTS.jitter), 0, 1),
-    maxRetries: Math.max(0, maxRetries),
+    maxRetries,
+    initialMaxRetries: retryLimit(given.initialMaxRetries, maxRetries),
     setup: typeof given.setup === 'function' ? given.setup : null,
+    waitForConnect: given.waitForConnect !== false,
+    calculateDelay: typeof given.calculateDelay === 'function' ? given.calculateDelay : null,
   };
 }
 
-// Delay before retry number `attempt` (1, 2, ...): initialDelay growing by
-// `factor` each time up to maxDelay, then moved by a uniformly random
-// amount within +/- jitter * delay, rounded to whole milliseconds.
+// The built-in delay before retry number `attempt` (1, 2, ...):
+// initialDelay growing by `factor` each time, moved by a uniformly random
+// amount within +/- jitter of itself, rounded to whole milliseconds. The
+// growth stops at maxDelay / (1 + jitter), so that the largest jitter
+// still lands on maxDelay at most, and the spread stays even up to it.
 function backoffDelay(settings, attempt) {
-  const base = Math.min(settings.maxDelay, settings.initialDelay * settings.factor ** (attempt - 1));
+  const ceiling = settings.maxDelay / (1 + settings.jitter);
+  const base = Math.min(ceiling, settings.initialDelay * settings.factor ** (attempt - 1));
   const spread = base * settings.jitter;
   const offset = spread > 0 ? (Math.random() * 2 - 1) * spread : 0;
   return Math.max(0, Math.round(base + offset));
+}
+
+// The delay before retry number `attempt`: the user's `calculateDelay`
+// if given (maxDelay does not apply to it), else the built-in one. A
+// `calculateDelay` that throws, or returns anything but a finite number
+// of milliseconds >= 0, throws here: recovery then gives up.
+function reconnectDelay(settings, attempt) {
+  if (!settings.calculateDelay) return backoffDelay(settings, attempt);
+  const delay = settings.calculateDelay(attempt);
+  if (typeof delay !== 'number' || !Number.isFinite(delay) || delay < 0) {
+    throw new Error(`calculateDelay must return a finite, non-negative number of milliseconds (got ${String(delay)})`);
+  }
+  return Math.round(delay);
 }
 
 function asError(value, fallbackMessage) {
@@ -123,8 +157,9 @@ class RecoveringModel extends EventEmitter {
   #detachModel = null; // undoes the listeners put on #model
   #waiters = []; // callers waiting for a model
   #connecting = false;
-  #stopped = false; // close() was called
-  #failure = null; // retries exhausted; nothing more will happen
+  #stopped = false; // close() was called, or recovery gave up
+  #failure = null; // why recovery gave up; nothing more will happen
+  #connectedOnce = false; // from then on maxRetries applies, before it initialMaxRetries
   #timer = null;
   #attempt = 0; // consecutive failed attempts so far
   #firstConnect;
@@ -143,7 +178,11 @@ class RecoveringModel extends EventEmitter {
     // The outcome is also reported through events; don't let an unobserved
     // failure of the first connection become an unhandled rejection.
     this.#firstConnect.catch(() => {});
-    this.#connect();
+    setImmediate(() => this.#connect());
+  }
+
+  get _settings() {
+    return this.#settings;
   }
 
   // --- for subclasses ---
@@ -177,8 +216,8 @@ class RecoveringModel extends EventEmitter {
 
   #currentModel() {
     if (this.#model) return Promise.resolve(this.#model);
-    if (this.#stopped) return Promise.reject(connectionClosedError());
     if (this.#failure) return Promise.reject(this.#failure);
+    if (this.#stopped) return Promise.reject(connectionClosedError());
     return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
   }
 
@@ -238,13 +277,14 @@ class RecoveringModel extends EventEmitter {
     let model = null;
     try {
       model = await this.#openModel();
-      await runSetup(this.#settings.setup, model);
+      // close() may have been called while the model opened: then no setup.
+      if (!this.#stopped) await runSetup(this.#settings.setup, model);
       if (this.#stopped) {
-        // close() was called while we were connecting.
         await this.#closeQuietly(model);
         return;
       }
       this.#attempt = 0;
+      this.#connectedOnce = true;
       this.#adoptModel(model);
       this.#settleFirst(null);
       this.#resolveWaiters(model);
@@ -267,22 +307,37 @@ class RecoveringModel extends EventEmitter {
   #scheduleReconnect(err) {
     if (this.#stopped || this.#timer) return;
 
-    if (this.#attempt >= this.#settings.maxRetries) {
-      this.#failure = err;
-      this.#settleFirst(err);
-      this.#rejectWaiters(err);
-      this.emit('reconnect-failed', err);
+    const limit = this.#connectedOnce ? this.#settings.maxRetries : this.#settings.initialMaxRetries;
+    if (this.#attempt >= limit) {
+      this.#giveUp(err);
       return;
     }
 
-    this.#attempt += 1;
-    const attempt = this.#attempt;
-    const delay = backoffDelay(this.#settings, attempt);
+    const attempt = this.#attempt + 1;
+    let delay;
+    try {
+      delay = reconnectDelay(this.#settings, attempt);
+    } catch (delayErr) {
+      // The user's calculateDelay failed: give up, with its error.
+      this.#giveUp(asError(delayErr, 'calculateDelay failed'));
+      return;
+    }
+    this.#attempt = attempt;
     this.emit('reconnect-scheduled', { attempt, delay, error: err });
     this.#timer = setTimeout(() => {
       this.#timer = null;
       this.#connect();
     }, delay);
+  }
+
+  // Recovery is over for good: what waits for a model, and whatever asks
+  // for one later, fails with `err`; close() has nothing left to do.
+  #giveUp(err) {
+    this.#stopped = true;
+    this.#failure = err;
+    this.#settleFirst(err);
+    this.#rejectWaiters(err);
+    this.emit('reconnect-failed', err);
   }
 }
 
@@ -375,12 +430,19 @@ class RecoveringCallbackModel extends RecoveringModel {
   }
 }
 
+// With `waitForConnect: false` the model is handed over at once (the
+// callback on the next tick), before its first attempt has started.
 function connectWithRecoveryPromise(openModel, recovery) {
-  return new RecoveringPromiseModel(openModel, recovery).waitForConnect();
+  const model = new RecoveringPromiseModel(openModel, recovery);
+  if (!model._settings.waitForConnect) return Promise.resolve(model);
+  return model.waitForConnect();
 }
 
 function connectWithRecoveryCallback(openModel, recovery, cb) {
-  return new RecoveringCallbackModel(openModel, recovery).waitForConnect(cb);
+  const model = new RecoveringCallbackModel(openModel, recovery);
+  if (model._settings.waitForConnect) model.waitForConnect(cb);
+  else if (typeof cb === 'function') process.nextTick(cb, null, model);
+  return model;
 }
 
 module.exports = {
@@ -393,4 +455,5 @@ module.exports = {
   // exposed for tests
   normaliseRecoveryOptions,
   backoffDelay,
+  reconnectDelay,
 };
