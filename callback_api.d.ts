@@ -1,6 +1,6 @@
 // Type declarations for `amqplib-rs/callback_api`, the callback-style API.
 //
-// Every name declared here mirrors the public surface of amqplib 2.0.1's
+// Every name declared here mirrors the public surface of amqplib 2.3.1's
 // callback API so that code typed against `amqplib/callback_api` compiles
 // unchanged against `amqplib-rs/callback_api`.
 
@@ -60,7 +60,7 @@ export declare function connect(
 export declare function connect(
   url: string | Options.Connect,
   socketOptions: SocketOptions & { recovery: RecoveryOptions | true },
-  callback: (err: Error, connection: RecoveringConnection) => void,
+  callback?: (err: Error, connection: RecoveringConnection) => void,
 ): RecoveringConnection;
 
 // The credential builders and the error class are the very same objects in
@@ -107,6 +107,8 @@ export interface RecoveryOptions extends RecoveryOptionsFor<Connection> {}
 
 /** A connection handle that survives connection loss. */
 export interface RecoveringConnection extends EventEmitter {
+  /** Calls back (with this model) once the first connection has been made. */
+  waitForConnect(callback: (err: Error, connection: RecoveringConnection) => void): void;
   /** Stops reconnecting and closes the current connection, if any. */
   close(callback?: (err: Error) => void): void;
   createChannel(callback: (err: Error, channel: Channel) => void): Channel;
@@ -207,7 +209,7 @@ export interface Channel extends EventEmitter {
     options?: Options.Consume,
     callback?: ReplyCallback<Replies.Consume>,
   ): void;
-  cancel(consumerTag: string, callback?: ReplyCallback<Replies.Empty>): void;
+  cancel(consumerTag: string, callback?: ReplyCallback<Replies.Cancel>): void;
   /** Fetches one message; the callback gets false if the queue is empty. */
   get(queue: string, options?: Options.Get, callback?: ReplyCallback<GetMessage | false>): void;
 
@@ -239,6 +241,9 @@ export interface ConfirmChannel extends Channel {
     callback?: ReplyCallback<Replies.Empty>,
   ): boolean;
 
-  /** Calls back once every message published so far is confirmed, or with an error if any was nacked. */
-  waitForConfirms(callback?: (err?: Error) => void): void;
+  /**
+   * Calls back once every message published so far is confirmed, or with an error if any was
+   * nacked or the channel closed with any unconfirmed. The callback is required.
+   */
+  waitForConfirms(callback: (err?: Error) => void): void;
 }

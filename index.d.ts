@@ -1,6 +1,6 @@
 // Type declarations for `amqplib-rs`, the promise-based API.
 //
-// Every name declared here mirrors the public surface of amqplib 2.0.1's
+// Every name declared here mirrors the public surface of amqplib 2.3.1's
 // promise API so that code typed against amqplib compiles unchanged against
 // amqplib-rs.
 
@@ -110,6 +110,8 @@ export interface RecoveryOptions extends RecoveryOptionsFor<ChannelModel> {}
  * the connection current at the time of the call.
  */
 export interface RecoveringChannelModel extends EventEmitter {
+  /** Resolves (with this model) once the first connection has been made. */
+  waitForConnect(): Promise<this>;
   /** Stops reconnecting and closes the current connection, if any. */
   close(): Promise<void>;
   createChannel(options?: ChannelOptions): Promise<Channel>;
@@ -185,7 +187,8 @@ export interface Channel extends EventEmitter {
     onMessage: (msg: ConsumeMessage | null) => void,
     options?: Options.Consume,
   ): Promise<Replies.Consume>;
-  cancel(consumerTag: string): Promise<Replies.Empty>;
+  /** Cancels a consumer; resolves with the server's reply. */
+  cancel(consumerTag: string): Promise<Replies.Cancel>;
   /** Fetches one message, or resolves to false if the queue is empty. */
   get(queue: string, options?: Options.Get): Promise<GetMessage | false>;
 

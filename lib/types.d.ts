@@ -67,6 +67,11 @@ export namespace Replies {
   interface Consume {
     consumerTag: string;
   }
+
+  /** basic.cancel-ok */
+  interface Cancel {
+    consumerTag: string;
+  }
 }
 
 /** Option bags accepted by connect() and the channel operations. */
@@ -82,6 +87,11 @@ export namespace Options {
     locale?: string;
     /** Largest frame size to negotiate, in bytes. */
     frameMax?: number;
+    /**
+     * Largest frame payload accepted from the server, in bytes: a larger frame closes the
+     * connection. Default 64 MiB, or the negotiated frameMax if larger; 0 for no limit.
+     */
+    maxFrameSize?: number;
     /** Heartbeat interval to negotiate, in seconds (0 disables). */
     heartbeat?: number;
     vhost?: string;
@@ -292,13 +302,33 @@ export interface RecoveryOptionsFor<M> {
   factor?: number;
   /** Random spread, 0 to 1, applied to each delay (default 0.2). */
   jitter?: number;
-  /** Give up after this many attempts (default: never). */
+  /**
+   * Give up after this many consecutive failed retries (default: never). Also bounds the
+   * retries before the first connection unless `initialMaxRetries` is set.
+   */
   maxRetries?: number;
+  /**
+   * Retries allowed before the first successful connection (default: `maxRetries`); once
+   * connected, `maxRetries` applies. Lets startup fail fast while recovery keeps trying.
+   */
+  initialMaxRetries?: number;
   /**
    * Runs after every successful (re)connection, before the model reports
    * `connect`; either returns a promise or calls `done`.
    */
   setup?: ((model: M) => Promise<void>) | ((model: M, done: (err?: Error) => void) => void);
+  /**
+   * `false`: connect() hands over the recovering model at once, before the first attempt,
+   * so listeners can be attached (and close() called) first; its `waitForConnect()` waits
+   * for the first connection. Default true.
+   */
+  waitForConnect?: boolean;
+  /**
+   * Custom delay before each retry: called with the attempt number (from 1), returns
+   * milliseconds; maxDelay does not apply to it. If it throws, or returns anything but a
+   * finite number >= 0, recovery gives up (`reconnect-failed`, with that error).
+   */
+  calculateDelay?: (attempt: number) => number;
 }
 
 /** Shape of the `reconnect-scheduled` event payload. */

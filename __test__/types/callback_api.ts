@@ -1,18 +1,22 @@
 // Type test for the callback API (`amqplib-rs/callback_api`). Compiled by
 // `tsc -p tsconfig.json`, never run.
 //
-// Part 1 proves that our declarations and amqplib 2.0.1's
-// `amqplib/callback_api` are the same: the module value types are assignable
-// both ways, the sets of exported values are equal, and every exported type
-// is identical to amqplib's. Part 2 exercises every method with typical
-// arguments and checks the types handed to callbacks; part 3 shows that
-// wrong uses are rejected.
+// Part 1 proves that our declarations and amqplib 2.3.1's
+// `amqplib/callback_api` (the devDependency `amqplib-latest`) are the same:
+// the module value types are assignable both ways, the sets of exported
+// values are equal, and every exported type is identical to amqplib's.
+// Part 1b checks against amqplib 2.0.1 what the two versions share, and that
+// code typed against 2.0.1 accepts our module. Part 2 exercises every method
+// with typical arguments and checks the types handed to callbacks; part 3
+// shows that wrong uses are rejected.
 
 import * as ours from 'amqplib-rs/callback_api';
 import * as oursByPath from '../../callback_api';
 import * as oursPromise from 'amqplib-rs';
-import * as theirs from 'amqplib/callback_api';
-import type * as T from 'amqplib/callback_api';
+import * as theirs from 'amqplib-latest/callback_api';
+import type * as T from 'amqplib-latest/callback_api';
+import * as old from 'amqplib/callback_api';
+import type * as O from 'amqplib/callback_api';
 import type {
   Channel,
   ConfirmChannel,
@@ -38,7 +42,7 @@ type Ok<V extends true> = V;
 declare function use<V>(value: V): void;
 
 // ---------------------------------------------------------------------------
-// Part 1: our module matches amqplib's
+// Part 1: our module matches amqplib 2.3.1's
 // ---------------------------------------------------------------------------
 
 // The module objects are interchangeable, in both directions.
@@ -94,14 +98,48 @@ type _RepliesPurgeQueue = Ok<Same<ours.Replies.PurgeQueue, T.Replies.PurgeQueue>
 type _RepliesDeleteQueue = Ok<Same<ours.Replies.DeleteQueue, T.Replies.DeleteQueue>>;
 type _RepliesAssertExchange = Ok<Same<ours.Replies.AssertExchange, T.Replies.AssertExchange>>;
 type _RepliesConsume = Ok<Same<ours.Replies.Consume, T.Replies.Consume>>;
+type _RepliesCancel = Ok<Same<ours.Replies.Cancel, T.Replies.Cancel>>;
 
 // Values typed with amqplib's types flow into ours and back.
 declare const theirConnection: T.Connection;
 declare const theirChannel: T.ConfirmChannel;
+declare const theirRecovering: T.RecoveringConnection;
 const ourConnection: Connection = theirConnection;
 const ourChannel: ConfirmChannel = theirChannel;
-const backToTheirs: [T.Connection, T.ConfirmChannel] = [ourConnection, ourChannel];
+const ourRecovering: RecoveringConnection = theirRecovering;
+const backToTheirs: [T.Connection, T.ConfirmChannel, T.RecoveringConnection] = [ourConnection, ourChannel, ourRecovering];
 use(backToTheirs);
+
+// ---------------------------------------------------------------------------
+// Part 1b: against amqplib 2.0.1, where the two versions agree
+// ---------------------------------------------------------------------------
+
+// Code typed against 2.0.1 takes our module and our objects as they are.
+const asOld: typeof old = ours;
+const intoOld: [O.Connection, O.ConfirmChannel, O.RecoveringConnection] = [ourConnection, ourChannel, ourRecovering];
+use([asOld, intoOld]);
+
+type _oldValueNames = Ok<Same<keyof typeof ours, keyof typeof old>>;
+type _oldCredentials = Ok<Same<typeof ours.credentials, typeof old.credentials>>;
+type _oldErrorClass = Ok<Same<typeof ours.IllegalOperationError, typeof old.IllegalOperationError>>;
+type _oldSocketOptions = Ok<Same<ours.SocketOptions, O.SocketOptions>>;
+type _oldChannelOptions = Ok<Same<ours.ChannelOptions, O.ChannelOptions>>;
+type _oldMessage = Ok<Same<ours.Message, O.Message>>;
+type _oldGetMessage = Ok<Same<ours.GetMessage, O.GetMessage>>;
+type _oldConsumeMessage = Ok<Same<ours.ConsumeMessage, O.ConsumeMessage>>;
+type _oldMessageProperties = Ok<Same<ours.MessageProperties, O.MessageProperties>>;
+type _oldServerProperties = Ok<Same<ours.ServerProperties, O.ServerProperties>>;
+type _oldOptionsPublish = Ok<Same<ours.Options.Publish, O.Options.Publish>>;
+type _oldOptionsAssertQueue = Ok<Same<ours.Options.AssertQueue, O.Options.AssertQueue>>;
+type _oldOptionsConsume = Ok<Same<ours.Options.Consume, O.Options.Consume>>;
+type _oldRepliesConsume = Ok<Same<ours.Replies.Consume, O.Replies.Consume>>;
+type _oldConnectOptions = Ok<Same<Omit<ours.Options.Connect, 'maxFrameSize'>, O.Options.Connect>>;
+// What 2.3.1 changed here: cancel's reply, and waitForConfirms' callback, now required.
+type CancelCallback<C extends { cancel(tag: string, cb?: any): void }> = NonNullable<Parameters<C['cancel']>[1]>;
+type _cancelReply = Ok<Same<Parameters<CancelCallback<Channel>>[1], Replies.Cancel>>;
+type _oldCancelReply = Ok<Same<Parameters<CancelCallback<O.Channel>>[1], O.Replies.Empty>>;
+type _confirmCallbackRequired = Ok<Same<Parameters<ConfirmChannel['waitForConfirms']>, [callback: (err?: Error) => void]>>;
+type _newRecovering = Ok<Same<Exclude<keyof RecoveringConnection, keyof O.RecoveringConnection>, 'waitForConnect'>>;
 
 // ---------------------------------------------------------------------------
 // Part 2: every method, typical arguments, callback types
@@ -139,6 +177,9 @@ function everyMethod(): void {
         factor: 2,
         jitter: 0.2,
         maxRetries: 5,
+        initialMaxRetries: 1,
+        waitForConnect: false,
+        calculateDelay: (attempt: number) => Math.min(attempt * 500, 5000),
         setup: (model: Connection, done: (err?: Error) => void) => {
           model.createChannel((err) => done(err));
         },
@@ -160,6 +201,10 @@ function everyMethod(): void {
   const rchOpts: Channel = recovering.createChannel({ highWaterMark: 8 }, (err, ch) => use([err, ch]));
   const rcch: ConfirmChannel = recovering.createConfirmChannel((err, ch: ConfirmChannel) => use([err, ch]));
   const rcchOpts: ConfirmChannel = recovering.createConfirmChannel({}, (err, ch) => use([err, ch]));
+  recovering.waitForConnect((err: Error, rc: RecoveringConnection) => use([err, rc]));
+  // The callback of a recovering connect is optional.
+  const noCallback: RecoveringConnection = ours.connect('amqp://localhost', { recovery: true });
+  use(noCallback);
   recovering.updateSecret(Buffer.from('token'), 'rotation', onError);
   recovering.close(onError);
   use([rch, rchOpts, rcch, rcchOpts]);
@@ -243,7 +288,7 @@ function everyMethod(): void {
         { noAck: false, consumerTag: 'ctag' },
         (x, ok: Replies.Consume) => {
           const tag: string = ok.consumerTag;
-          ch.cancel(tag, (y, cancelled: Replies.Empty) => use([y, cancelled]));
+          ch.cancel(tag, (y, cancelled: Replies.Cancel) => use<[Error, string]>([y, cancelled.consumerTag]));
         },
       );
       ch.consume('q', (msg) => use(msg));
@@ -284,7 +329,6 @@ function everyMethod(): void {
       const s: boolean = cch.sendToQueue('q', content, {}, (x) => onError(x));
       use([p, pNoCb, s]);
       cch.waitForConfirms((x?: Error) => onError(x));
-      cch.waitForConfirms();
     });
     const confirmWithOpts: ConfirmChannel = conn.createConfirmChannel({ highWaterMark: 4 }, (e, c) => use([e, c]));
     use([confirmReturned, confirmWithOpts]);
@@ -322,6 +366,10 @@ function wrongUses(conn: Connection, ch: Channel, cch: ConfirmChannel): void {
   ch.waitForConfirms();
   // @ts-expect-error waitForConfirms takes a callback, not options
   cch.waitForConfirms({});
+  // @ts-expect-error waitForConfirms needs its callback (amqplib 2.2.1)
+  cch.waitForConfirms();
+  // @ts-expect-error waitForConnect needs its callback
+  ours.connect('amqp://localhost', { recovery: true }).waitForConnect();
   // @ts-expect-error the internal callback alias is not exported
   type Hidden = import('amqplib-rs/callback_api').ReplyCallback<Replies.Empty>;
   // @ts-expect-error connect needs a callback in the callback API

@@ -1,17 +1,23 @@
 // Type test for the promise API (`amqplib-rs`). Compiled by
 // `tsc -p tsconfig.json`, never run.
 //
-// Part 1 proves that our declarations and amqplib 2.0.1's are the same:
-// the module value types are assignable both ways, the sets of exported
-// values are equal, and every exported type (including each member of the
-// Options and Replies namespaces) is identical to amqplib's.
+// Part 1 proves that our declarations and amqplib 2.3.1's (the devDependency
+// `amqplib-latest`) are the same: the module value types are assignable both
+// ways, the sets of exported values are equal, and every exported type
+// (including each member of the Options and Replies namespaces) is identical
+// to amqplib's. Against amqplib 2.0.1 (`amqplib`), part 1b checks that the
+// types the two versions share are identical, and that code typed against
+// 2.0.1 accepts our module (2.3.1's changes only add, or narrow what comes
+// back, e.g. cancel's reply).
 // Part 2 exercises every method with typical arguments and checks the reply
 // types; part 3 shows that wrong uses are rejected.
 
 import * as ours from 'amqplib-rs';
 import * as oursByPath from '../../index';
-import * as theirs from 'amqplib';
-import type * as T from 'amqplib';
+import * as theirs from 'amqplib-latest';
+import type * as T from 'amqplib-latest';
+import * as old from 'amqplib';
+import type * as O from 'amqplib';
 import type {
   Channel,
   ChannelModel,
@@ -38,11 +44,13 @@ type Same<A, B> = (<X>() => X extends A ? 1 : 2) extends <X>() => X extends B ? 
 type Mutual<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 /** Compiles only when given `true`. */
 type Ok<V extends true> = V;
+/** Compiles only when given `false`. */
+type No<V extends false> = V;
 
 declare function use<V>(value: V): void;
 
 // ---------------------------------------------------------------------------
-// Part 1: our module matches amqplib's
+// Part 1: our module matches amqplib 2.3.1's
 // ---------------------------------------------------------------------------
 
 // The module objects are interchangeable, in both directions.
@@ -103,14 +111,69 @@ type _RepliesPurgeQueue = Ok<Same<ours.Replies.PurgeQueue, T.Replies.PurgeQueue>
 type _RepliesDeleteQueue = Ok<Same<ours.Replies.DeleteQueue, T.Replies.DeleteQueue>>;
 type _RepliesAssertExchange = Ok<Same<ours.Replies.AssertExchange, T.Replies.AssertExchange>>;
 type _RepliesConsume = Ok<Same<ours.Replies.Consume, T.Replies.Consume>>;
+type _RepliesCancel = Ok<Same<ours.Replies.Cancel, T.Replies.Cancel>>;
 
 // Values typed with amqplib's types flow into ours and back.
 declare const theirChannel: T.Channel;
 declare const theirModel: T.ChannelModel;
+declare const theirRecovering: T.RecoveringChannelModel;
 const ourChannel: Channel = theirChannel;
 const ourModel: ChannelModel = theirModel;
-const backToTheirs: [T.Channel, T.ChannelModel] = [ourChannel, ourModel];
+const ourRecovering: RecoveringChannelModel = theirRecovering;
+const backToTheirs: [T.Channel, T.ChannelModel, T.RecoveringChannelModel] = [ourChannel, ourModel, ourRecovering];
 use(backToTheirs);
+
+// ---------------------------------------------------------------------------
+// Part 1b: against amqplib 2.0.1, where the two versions agree
+// ---------------------------------------------------------------------------
+
+// Code typed against 2.0.1 takes our module and our objects as they are.
+const asOld: typeof old = ours;
+declare const oursChannel: Channel;
+declare const oursModel: ChannelModel;
+declare const oursRecovering: RecoveringChannelModel;
+const intoOld: [O.Channel, O.ChannelModel, O.RecoveringChannelModel] = [oursChannel, oursModel, oursRecovering];
+use([asOld, intoOld]);
+
+type _oldValueNames = Ok<Same<keyof typeof ours, keyof typeof old>>;
+type _oldCredentials = Ok<Same<typeof ours.credentials, typeof old.credentials>>;
+type _oldErrorClass = Ok<Same<typeof ours.IllegalOperationError, typeof old.IllegalOperationError>>;
+type _oldConnection = Ok<Same<ours.Connection, O.Connection>>;
+type _oldSocketOptions = Ok<Same<ours.SocketOptions, O.SocketOptions>>;
+type _oldChannelOptions = Ok<Same<ours.ChannelOptions, O.ChannelOptions>>;
+type _oldMessage = Ok<Same<ours.Message, O.Message>>;
+type _oldGetMessage = Ok<Same<ours.GetMessage, O.GetMessage>>;
+type _oldConsumeMessage = Ok<Same<ours.ConsumeMessage, O.ConsumeMessage>>;
+type _oldMessageProperties = Ok<Same<ours.MessageProperties, O.MessageProperties>>;
+type _oldXDeath = Ok<Same<ours.XDeath, O.XDeath>>;
+type _oldServerProperties = Ok<Same<ours.ServerProperties, O.ServerProperties>>;
+type _oldOptionsAssertQueue = Ok<Same<ours.Options.AssertQueue, O.Options.AssertQueue>>;
+type _oldOptionsDeleteQueue = Ok<Same<ours.Options.DeleteQueue, O.Options.DeleteQueue>>;
+type _oldOptionsAssertExchange = Ok<Same<ours.Options.AssertExchange, O.Options.AssertExchange>>;
+type _oldOptionsDeleteExchange = Ok<Same<ours.Options.DeleteExchange, O.Options.DeleteExchange>>;
+type _oldOptionsPublish = Ok<Same<ours.Options.Publish, O.Options.Publish>>;
+type _oldOptionsConsume = Ok<Same<ours.Options.Consume, O.Options.Consume>>;
+type _oldOptionsGet = Ok<Same<ours.Options.Get, O.Options.Get>>;
+type _oldRepliesEmpty = Ok<Same<ours.Replies.Empty, O.Replies.Empty>>;
+type _oldRepliesAssertQueue = Ok<Same<ours.Replies.AssertQueue, O.Replies.AssertQueue>>;
+type _oldRepliesPurgeQueue = Ok<Same<ours.Replies.PurgeQueue, O.Replies.PurgeQueue>>;
+type _oldRepliesDeleteQueue = Ok<Same<ours.Replies.DeleteQueue, O.Replies.DeleteQueue>>;
+type _oldRepliesAssertExchange = Ok<Same<ours.Replies.AssertExchange, O.Replies.AssertExchange>>;
+type _oldRepliesConsume = Ok<Same<ours.Replies.Consume, O.Replies.Consume>>;
+
+// What 2.3.1 changed, and nothing else: maxFrameSize in the connect options, ...
+type _oldConnectOptions = Ok<Same<Omit<ours.Options.Connect, 'maxFrameSize'>, O.Options.Connect>>;
+// ... cancel's reply, `{ consumerTag }` where 2.0.1 said Empty, ...
+type _cancelReply = Ok<Same<Awaited<ReturnType<Channel['cancel']>>, Replies.Cancel>>;
+type _oldCancelReply = Ok<Same<Awaited<ReturnType<O.Channel['cancel']>>, O.Replies.Empty>>;
+// ... and the recovery options and waitForConnect (2.1.0 and 2.2.0).
+type _newRecoveryOptions = Ok<
+  Same<Exclude<keyof ours.RecoveryOptions, keyof O.RecoveryOptions>, 'initialMaxRetries' | 'waitForConnect' | 'calculateDelay'>
+>;
+type _oldRecoveryOptionsKept = Ok<Same<Exclude<keyof O.RecoveryOptions, keyof ours.RecoveryOptions>, never>>;
+type _newRecovering = Ok<Same<Exclude<keyof RecoveringChannelModel, keyof O.RecoveringChannelModel>, 'waitForConnect'>>;
+// So values typed with 2.0.1's types no longer flow into ours where cancel is concerned.
+type _oldChannelIntoOurs = No<Mutual<O.Channel, Channel>>;
 
 // ---------------------------------------------------------------------------
 // Part 2: every method, typical arguments, reply types
@@ -122,7 +185,7 @@ async function everyMethod(): Promise<void> {
   // connect() overloads and credentials
   const model: ChannelModel = await ours.connect('amqp://guest:guest@localhost:5672/%2F');
   const viaObject: ChannelModel = await ours.connect(
-    { protocol: 'amqp', hostname: 'localhost', port: 5672, vhost: '/', heartbeat: 30, frameMax: 131072 },
+    { protocol: 'amqp', hostname: 'localhost', port: 5672, vhost: '/', heartbeat: 30, frameMax: 131072, maxFrameSize: 0 },
     { noDelay: true, timeout: 10_000, keepAlive: true, clientProperties: { connection_name: 'types' } },
   );
   const withCreds: ChannelModel = await ours.connect('amqps://localhost', {
@@ -141,11 +204,16 @@ async function everyMethod(): Promise<void> {
       factor: 2,
       jitter: 0.2,
       maxRetries: 10,
+      initialMaxRetries: 2,
+      waitForConnect: false,
+      calculateDelay: (attempt: number) => attempt * 1000,
       setup: async (m: ChannelModel) => {
         await m.createChannel();
       },
     },
   });
+  const connected: RecoveringChannelModel = await recovering.waitForConnect();
+  use(connected);
   const recoveringToo: RecoveringChannelModel = await ours.connect('amqp://localhost', { recovery: true });
   recovering
     .on('connect', (m: ChannelModel) => use(m))
@@ -274,8 +342,9 @@ async function everyMethod(): Promise<void> {
     },
     { noAck: false, exclusive: false, priority: 1, consumerTag: 'ctag', noLocal: false, arguments: {} },
   );
-  const cancelled: Replies.Empty = await ch.cancel(consumer.consumerTag);
-  use(cancelled);
+  const cancelled: Replies.Cancel = await ch.cancel(consumer.consumerTag);
+  const cancelledTag: string = cancelled.consumerTag;
+  use(cancelledTag);
 
   const got: GetMessage | false = await ch.get('q', { noAck: false });
   if (got !== false) {
@@ -360,8 +429,14 @@ async function wrongUses(ch: Channel, cch: ConfirmChannel, model: ChannelModel):
   new ours.IllegalOperationError();
   // @ts-expect-error plain() needs a username and a password
   ours.credentials.plain('only-user');
+  // @ts-expect-error cancel's reply has no messageCount
+  const notCount: number = (await ch.cancel('ctag')).messageCount;
+  // @ts-expect-error calculateDelay returns a number of milliseconds
+  await ours.connect('amqp://localhost', { recovery: { calculateDelay: () => 'soon' } });
+  // @ts-expect-error maxFrameSize is a number
+  await ours.connect({ maxFrameSize: '1MB' });
   // @ts-expect-error internal helper types are not part of the public surface
   type Hidden = import('amqplib-rs').RecoveryOptionsFor<ChannelModel>;
-  use([wrongReply, notFalse, notPromise]);
+  use([wrongReply, notFalse, notPromise, notCount]);
 }
 use(wrongUses);
