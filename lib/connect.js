@@ -180,10 +180,12 @@ function prepareConnect(url, socketOptions) {
   };
 }
 
-// The transport. Kept behind one function so it can be replaced without
-// touching the parsing or the open sequence.
+// The transport: amqp:// through the native socket where it serves (see
+// NativeSocket.serves), else through net.connect, as amqps:// through tls.connect.
 function openSocket(protocol, sockopts, onConnect) {
-  if (protocol === 'amqp:') return NativeSocket.connect(sockopts, onConnect);
+  if (protocol === 'amqp:') {
+    return NativeSocket.serves(sockopts) ? NativeSocket.connect(sockopts, onConnect) : net.connect(sockopts, onConnect);
+  }
   if (protocol === 'amqps:') return tls.connect(sockopts, onConnect);
   throw new Error(`Expected amqp: or amqps: as the protocol; got ${protocol}`);
 }

@@ -9,9 +9,10 @@
 // EXTERNAL for authentication by other means (typically a TLS client
 // certificate).
 
-// Array#join semantics: null and undefined become empty strings.
+// Array#join semantics: null and undefined become empty strings, and a Symbol is a
+// TypeError (String() would turn it into text).
 function text(value) {
-  return value === undefined || value === null ? '' : String(value);
+  return value === undefined || value === null ? '' : `${value}`;
 }
 
 // PLAIN (RFC 4616): authzid NUL authcid NUL passwd, with an empty authzid.

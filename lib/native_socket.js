@@ -26,6 +26,13 @@ function systemError(errno, syscall, address, port) {
   return err;
 }
 
+// net.connect options the native socket does not implement: given any of them, amqp:// goes
+// through net.connect instead, so that each is honoured as amqplib honours it.
+const NET_ONLY_OPTIONS = [
+  'lookup', 'localAddress', 'localPort', 'hints', 'path', 'fd', 'signal', 'onread', 'blockList',
+  'allowHalfOpen', 'autoSelectFamilyAttemptTimeout',
+];
+
 class NativeSocket extends EventEmitter {
   constructor() {
     super();
@@ -39,7 +46,22 @@ class NativeSocket extends EventEmitter {
     this.onEvent = this.onEvent.bind(this);
   }
 
-  // As net.connect: resolves `host`, connects to the first address, calls `onConnect`.
+  // Whether amqp:// with these socket options takes the native socket: where the platform
+  // has one (see build.rs), unless AMQPLIB_RS_TRANSPORT=stream asks for Node's net.connect,
+  // or an option only net.connect honours is given (a custom lookup, a local address...).
+  // A port or timeout net.connect would refuse goes to net.connect too, which refuses it as
+  // amqplib reports it.
+  static serves(options) {
+    if (!native.hasNativeSocket() || process.env.AMQPLIB_RS_TRANSPORT === 'stream') return false;
+    const { port = 5672, timeout } = options;
+    if (!/^\d{1,5}$/.test(typeof port === 'number' || typeof port === 'string' ? String(port) : '') || Number(port) > 65535) return false;
+    if (timeout !== undefined && !(typeof timeout === 'number' && timeout >= 0 && timeout < 2 ** 31)) return false;
+    return NET_ONLY_OPTIONS.every((name) => options[name] === undefined);
+  }
+
+  // As net.connect: resolves `host`, connects to its addresses one after the other until
+  // one answers (as net.connect does with autoSelectFamily, Node's default), calls
+  // `onConnect`.
   static connect(options, onConnect) {
     const socket = new NativeSocket();
     if (onConnect) socket.once('connect', onConnect);
@@ -47,15 +69,36 @@ class NativeSocket extends EventEmitter {
     return socket;
   }
 
-  start({ host = 'localhost', port = 5672, family = 0 }) {
-    dns.lookup(host, { family }, (err, address) => {
+  start({ host = 'localhost', port = 5672, family = 0, autoSelectFamily }) {
+    dns.lookup(host, { family, all: true }, (err, addresses) => {
       if (this.destroyed) return;
       if (err) return this.fail(err);
-      this.address = address;
-      this.port = port;
-      const errno = this.session.connectSocket(address, port, this.onEvent);
-      if (errno !== 0) this.fail(systemError(errno, 'connect', address, port));
+      this.port = Number(port);
+      this.untried = addresses.map((a) => a.address);
+      if (autoSelectFamily === false) this.untried.length = 1;
+      this.connectErrors = [];
+      this.connectNext();
     });
+  }
+
+  // Tries the next address; when none is left, fails with what each attempt met (one error,
+  // or an AggregateError of them all, as net.connect reports).
+  connectNext() {
+    const address = this.untried.shift();
+    this.address = address;
+    const errno = this.session.connectSocket(address, this.port, this.onEvent);
+    if (errno !== 0) this.connectFailed(systemError(errno, 'connect', address, this.port));
+  }
+
+  connectFailed(err) {
+    this.connectErrors.push(err);
+    // The next attempt waits for the poll callback that reported this one to close its socket.
+    if (this.untried.length > 0) return setImmediate(() => this.destroyed || this.connectNext());
+    const errors = this.connectErrors;
+    if (errors.length === 1) return this.fail(errors[0]);
+    const aggregate = new AggregateError(errors);
+    aggregate.code = errors[0].code;
+    this.fail(aggregate);
   }
 
   onEvent(kind, a, b) {
@@ -81,7 +124,8 @@ class NativeSocket extends EventEmitter {
         break;
       case EVENT_ERROR:
         this.open = false;
-        this.fail(systemError(a, b, this.address, this.port));
+        if (b === 'connect') this.connectFailed(systemError(a, b, this.address, this.port));
+        else this.fail(systemError(a, b, this.address, this.port));
         break;
       case EVENT_CLOSE:
         this.closed();

@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 'use strict';
 // `npm test`: the Rust tests, our JS tests, the type check, amqplib's own suite
-// (compat/run.js), then the Rust tests, the JS tests and the compat suite again with the addon
-// built with AddressSanitizer (scripts/sanitize.js). Stops at the first step that fails, with
+// (compat/run.js), the JS tests and amqplib's suite again on the stream path, clippy with and
+// without the native socket, a quick API fuzz against amqplib and a short integrity soak,
+// then the Rust tests, the JS tests and the compat suite again with the addon built with
+// AddressSanitizer (scripts/sanitize.js). Stops at the first step that fails, with
 // its exit code.
 
 const { spawnSync } = require('node:child_process');
@@ -17,13 +19,21 @@ const steps = [
   ['JS tests', node, ['--test', '--test-timeout=60000', '__test__/**/*.test.js']],
   ['type check', node, [require.resolve('typescript/bin/tsc', { paths: [root] }), '-p', 'tsconfig.json']],
   ['compat suite', node, ['compat/run.js']],
+  // amqp:// as platforms without the native socket (Windows) take it: Node's net.connect.
+  ['JS tests, stream path', node, ['--test', '--test-timeout=60000', '__test__/**/*.test.js'], { AMQPLIB_RS_TRANSPORT: 'stream' }],
+  ['compat suite, stream path', node, ['compat/run.js'], { AMQPLIB_RS_TRANSPORT: 'stream' }],
+  ['crate without the native socket', 'cargo', ['clippy', '--release', '--all-targets', '--target-dir', 'target/stream-only', '--', '-D', 'warnings'], { AMQPLIB_RS_STREAM_ONLY: '1' }],
+  ['clippy', 'cargo', ['clippy', '--release', '--all-targets', '--', '-D', 'warnings']],
+  ['API fuzz, quick', node, ['benchmarks/api_fuzz.js', '--quick']],
+  ['integrity soak, short', node, ['benchmarks/integrity_soak.js', '--seconds=10']],
   ['sanitizer', node, ['scripts/sanitize.js']],
 ];
 
 console.log(`npm test on Node ${process.version}`);
-for (const [name, command, args] of steps) {
-  console.log(`\n=== ${name}: ${[path.basename(command), ...args].join(' ')}`);
-  const run = spawnSync(command, args, { cwd: root, stdio: 'inherit' });
+for (const [name, command, args, env = {}] of steps) {
+  const vars = Object.entries(env).map(([k, v]) => `${k}=${v} `).join('');
+  console.log(`\n=== ${name}: ${vars}${[path.basename(command), ...args].join(' ')}`);
+  const run = spawnSync(command, args, { cwd: root, stdio: 'inherit', env: { ...process.env, ...env } });
   if (run.status !== 0) {
     console.error(`\n${name} failed (exit ${run.status ?? run.signal})`);
     process.exit(run.status || 1);

@@ -723,7 +723,7 @@ mod tests {
         let publish = |session: &mut Session, content: &[u8]| {
             let mut head = Vec::new();
             frame::write_publish_head(&mut head, 1, &args, content.len()).unwrap();
-            session.send_publish_head(1, &head, content);
+            session.send_publish_head(1, &head, content).unwrap();
         };
         let mut fresh = Session::new();
         publish(&mut fresh, &[1; 10]);

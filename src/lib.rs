@@ -7,9 +7,12 @@
 //! - [`strings`]: the bounded interned-string table.
 //! - [`tape`]: how decoded events reach JS, one crossing per read.
 //! - [`connection`]: the sans-IO core of one connection (bytes in, events out).
-//! - [`transport`] and `uv`: the TCP socket owned by the native side, polled on Node's loop.
+//! - `transport` and `uv`: the TCP socket owned by the native side, polled on Node's loop
+//!   (Linux and macOS: `build.rs` decides, as the `native_socket` cfg; other platforms use
+//!   Node's streams).
 //! - `bindings`: the Node-API surface over all of the above; `bindings::hot`, the entry points
-//!   called per message or per read, as plain Node-API callbacks.
+//!   called per message or per read, as plain Node-API callbacks; `bindings::socket`, the
+//!   native socket's driver.
 
 //!
 //! # Unsafe code, and the invariant each use relies on
@@ -31,9 +34,9 @@
 //! | `bindings::hot::{handle, session}` | the handle's pointer to its session | handles are made by `handle` alone (type-tagged Externals), each holding a strong reference to the session's JS object; a session marked as encoding a user's object (a getter may run JS) is refused, so no other reference to it is live |
 //! | `bindings::hot` entry points | reading arguments, making results | env and values of the current call |
 //! | `bindings::throw`, the `#[napi]` entry points | throwing, `Unknown::from_raw_unchecked` | values made in the same call's env |
-//! | `bindings::JsSession::connect_socket` | poll handle init, `handle->data = session` | the session lives in napi-rs's box while its JS object lives; the strong reference to the socket's JS callback keeps that object alive until `close_socket`, and an env cleanup hook runs `close_socket` if the env goes first |
-//! | `bindings::{on_poll, poll_ready, JsSession::emit}` | the poll callback dereferencing the session | as above; no Rust reference is held while JS runs (`emit` works from the raw pointer, borrows end before `napi_make_callback`); panics are caught and never unwind into libuv |
-//! | `bindings::JsSession::close_socket` | `uv_poll_stop`, `uv_close`, deleting references | the handle is live until its close callback; references and the async context were made for this socket in its env |
+//! | `bindings::socket` `JsSession::connect_socket` | poll handle init, `handle->data = session` | the session lives in napi-rs's box while its JS object lives; the strong reference to the socket's JS callback keeps that object alive until `close_socket`, and an env cleanup hook runs `close_socket` if the env goes first |
+//! | `bindings::socket::{on_poll, poll_ready, JsSession::emit}` | the poll callback dereferencing the session | as above; no Rust reference is held while JS runs (`emit` works from the raw pointer, borrows end before `napi_make_callback`); panics are caught and never unwind into libuv |
+//! | `bindings::socket` `JsSession::close_socket` | `uv_poll_stop`, `uv_close`, deleting references | the handle is live until its close callback; references and the async context were made for this socket in its env |
 
 pub mod codec;
 pub mod connection;
@@ -43,7 +46,9 @@ pub mod spec;
 pub mod spec_types;
 pub mod strings;
 pub mod tape;
+#[cfg(native_socket)]
 pub mod transport;
+#[cfg(native_socket)]
 mod uv;
 
 // Under `cargo test` the exported functions have no caller, which is expected.

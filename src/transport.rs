@@ -32,24 +32,31 @@ fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let len = match addr {
         SocketAddr::V4(v4) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: v4.port().to_be(),
-                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(v4.ip().octets()) },
-                sin_zero: [0; 8],
-            };
+            // SAFETY: plain data; all-zero is valid (and leaves sin_zero, and macOS's sin_len, 0).
+            let mut sin: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = v4.port().to_be();
+            sin.sin_addr = libc::in_addr { s_addr: u32::from_ne_bytes(v4.ip().octets()) };
+            #[cfg(target_os = "macos")]
+            {
+                sin.sin_len = std::mem::size_of::<libc::sockaddr_in>() as u8;
+            }
             // SAFETY: sockaddr_storage is large and aligned enough for any sockaddr.
             unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin) };
             std::mem::size_of::<libc::sockaddr_in>()
         }
         SocketAddr::V6(v6) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: v6.port().to_be(),
-                sin6_flowinfo: v6.flowinfo(),
-                sin6_addr: libc::in6_addr { s6_addr: v6.ip().octets() },
-                sin6_scope_id: v6.scope_id(),
-            };
+            // SAFETY: as above.
+            let mut sin6: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = v6.port().to_be();
+            sin6.sin6_flowinfo = v6.flowinfo();
+            sin6.sin6_addr = libc::in6_addr { s6_addr: v6.ip().octets() };
+            sin6.sin6_scope_id = v6.scope_id();
+            #[cfg(target_os = "macos")]
+            {
+                sin6.sin6_len = std::mem::size_of::<libc::sockaddr_in6>() as u8;
+            }
             // SAFETY: as above.
             unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6) };
             std::mem::size_of::<libc::sockaddr_in6>()
@@ -58,19 +65,68 @@ fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     (storage, len as libc::socklen_t)
 }
 
+fn set_option(fd: RawFd, level: c_int, name: c_int, value: c_int) -> io::Result<()> {
+    // SAFETY: `value` is a live c_int of the size passed.
+    check(unsafe { libc::setsockopt(fd, level, name, (&value as *const c_int).cast(), std::mem::size_of::<c_int>() as libc::socklen_t) })?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------- what differs by platform
+
+/// Flags for `send`: on Linux a write to a closed peer must be an error, not SIGPIPE.
+#[cfg(target_os = "linux")]
+const SEND_FLAGS: c_int = libc::MSG_NOSIGNAL;
+/// macOS has no MSG_NOSIGNAL: the socket is made with SO_NOSIGPIPE instead.
+#[cfg(not(target_os = "linux"))]
+const SEND_FLAGS: c_int = 0;
+
+/// The idle time before the first keepalive probe (Node's setKeepAlive delay).
+#[cfg(target_os = "linux")]
+const KEEPALIVE_IDLE: c_int = libc::TCP_KEEPIDLE;
+#[cfg(not(target_os = "linux"))]
+const KEEPALIVE_IDLE: c_int = libc::TCP_KEEPALIVE;
+
+/// A non-blocking, close-on-exec TCP socket, in one call where Linux allows it.
+#[cfg(target_os = "linux")]
+fn stream_socket(domain: c_int) -> io::Result<OwnedFd> {
+    // SAFETY: a plain system call; the descriptor is owned from here on.
+    let fd = check(unsafe { libc::socket(domain, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: `fd` was just returned by socket() and is owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn stream_socket(domain: c_int) -> io::Result<OwnedFd> {
+    stream_socket_by_fcntl(domain)
+}
+
+/// The same socket made step by step, as macOS needs (no SOCK_NONBLOCK or SOCK_CLOEXEC);
+/// compiled on Linux for its test, so that the path macOS takes is run here too.
+#[cfg(any(not(target_os = "linux"), test))]
+fn stream_socket_by_fcntl(domain: c_int) -> io::Result<OwnedFd> {
+    // SAFETY: plain system calls on a descriptor owned (and so closed on error) from the start.
+    unsafe {
+        let fd = OwnedFd::from_raw_fd(check(libc::socket(domain, libc::SOCK_STREAM, 0))?);
+        let raw = fd.as_raw_fd();
+        check(libc::fcntl(raw, libc::F_SETFD, libc::FD_CLOEXEC))?;
+        let flags = check(libc::fcntl(raw, libc::F_GETFL))?;
+        check(libc::fcntl(raw, libc::F_SETFL, flags | libc::O_NONBLOCK))?;
+        #[cfg(target_os = "macos")]
+        set_option(raw, libc::SOL_SOCKET, libc::SO_NOSIGPIPE, 1)?;
+        Ok(fd)
+    }
+}
+
 impl TcpSocket {
     /// Starts a non-blocking connect; completion is signalled by writability, then
     /// [`TcpSocket::take_error`] tells whether it worked.
     pub fn connect(ip: IpAddr, port: u16) -> io::Result<TcpSocket> {
         let addr = SocketAddr::new(ip, port);
         let domain = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
-        // SAFETY: plain system calls on a descriptor we own from here on.
-        let fd = check(unsafe { libc::socket(domain, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) })?;
-        // SAFETY: `fd` was just returned by socket() and is owned by nothing else.
-        let socket = TcpSocket { fd: unsafe { OwnedFd::from_raw_fd(fd) }, writes: 0, bytes_written: 0, bytes_read: 0 };
+        let socket = TcpSocket { fd: stream_socket(domain)?, writes: 0, bytes_written: 0, bytes_read: 0 };
         let (storage, len) = sockaddr(&addr);
         // SAFETY: storage holds a valid sockaddr of length `len`.
-        let ret = unsafe { libc::connect(fd, (&storage as *const libc::sockaddr_storage).cast(), len) };
+        let ret = unsafe { libc::connect(socket.fd(), (&storage as *const libc::sockaddr_storage).cast(), len) };
         if ret < 0 {
             let err = io::Error::last_os_error();
             if err.raw_os_error() != Some(libc::EINPROGRESS) {
@@ -84,23 +140,15 @@ impl TcpSocket {
         self.fd.as_raw_fd()
     }
 
-    fn set_option(&self, level: c_int, name: c_int, value: c_int) -> io::Result<()> {
-        // SAFETY: `value` is a live c_int of the size passed.
-        check(unsafe {
-            libc::setsockopt(self.fd(), level, name, (&value as *const c_int).cast(), std::mem::size_of::<c_int>() as libc::socklen_t)
-        })?;
-        Ok(())
-    }
-
     pub fn set_no_delay(&self, on: bool) -> io::Result<()> {
-        self.set_option(libc::IPPROTO_TCP, libc::TCP_NODELAY, on as c_int)
+        set_option(self.fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, on as c_int)
     }
 
     /// TCP keepalive, with the idle time before the first probe (as Node's setKeepAlive).
     pub fn set_keep_alive(&self, on: bool, idle_secs: u32) -> io::Result<()> {
-        self.set_option(libc::SOL_SOCKET, libc::SO_KEEPALIVE, on as c_int)?;
+        set_option(self.fd(), libc::SOL_SOCKET, libc::SO_KEEPALIVE, on as c_int)?;
         if on && idle_secs > 0 {
-            self.set_option(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, idle_secs as c_int)?;
+            set_option(self.fd(), libc::IPPROTO_TCP, KEEPALIVE_IDLE, idle_secs as c_int)?;
         }
         Ok(())
     }
@@ -125,13 +173,45 @@ impl TcpSocket {
     }
 
     pub fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        // SAFETY: writes from a valid slice; MSG_NOSIGNAL so a closed peer is an error, not SIGPIPE.
-        let n = unsafe { libc::send(self.fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
+        // SAFETY: writes from a valid slice; a closed peer is an error, not SIGPIPE (SEND_FLAGS).
+        let n = unsafe { libc::send(self.fd(), buf.as_ptr().cast(), buf.len(), SEND_FLAGS) };
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
         self.writes += 1;
         self.bytes_written += n as u64;
         Ok(n as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(fd: &OwnedFd) -> (c_int, c_int) {
+        // SAFETY: queries on a live descriptor.
+        unsafe { (libc::fcntl(fd.as_raw_fd(), libc::F_GETFL), libc::fcntl(fd.as_raw_fd(), libc::F_GETFD)) }
+    }
+
+    #[test]
+    fn sockets_are_non_blocking_and_close_on_exec_on_either_path() {
+        for domain in [libc::AF_INET, libc::AF_INET6] {
+            for fd in [stream_socket(domain).unwrap(), stream_socket_by_fcntl(domain).unwrap()] {
+                let (status, descriptor) = flags(&fd);
+                assert_ne!(status & libc::O_NONBLOCK, 0);
+                assert_ne!(descriptor & libc::FD_CLOEXEC, 0);
+            }
+        }
+    }
+
+    #[test]
+    fn a_refused_connect_is_reported_by_the_socket() {
+        // Port 1 on loopback: nothing listens there.
+        let socket = TcpSocket::connect("127.0.0.1".parse().unwrap(), 1).unwrap();
+        let mut pfd = libc::pollfd { fd: socket.fd(), events: libc::POLLOUT, revents: 0 };
+        // SAFETY: one live pollfd.
+        unsafe { libc::poll(&mut pfd, 1, 2000) };
+        let error = socket.take_error().unwrap().expect("a pending error");
+        assert_eq!(error.raw_os_error(), Some(libc::ECONNREFUSED));
     }
 }

@@ -287,6 +287,7 @@ unsafe extern "C" fn take_output(env: sys::napi_env, info: sys::napi_callback_in
     })
 }
 
+#[cfg(native_socket)]
 /// `flushSocket(handle)`: writes what is queued to the native socket: 1 all written, 0 the
 /// rest waits (a drain event follows), or a negative errno.
 unsafe extern "C" fn flush_socket(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
@@ -307,15 +308,16 @@ type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> 
 
 /// Adds the hot entry points to the module's exports.
 pub(super) fn register(env: sys::napi_env, exports: sys::napi_value) -> Result<()> {
-    let functions: [(&str, Callback); 6] = [
+    let functions: &[(&str, Callback)] = &[
         ("sendPublish", send_publish),
         ("sendPublishAgain", send_publish_again),
         ("sendAcknowledgement", send_acknowledgement),
         ("receive", receive),
         ("takeOutput", take_output),
+        #[cfg(native_socket)]
         ("flushSocket", flush_socket),
     ];
-    for (name, callback) in functions {
+    for &(name, callback) in functions {
         let mut function = ptr::null_mut();
         // SAFETY: env and exports belong to the module's initialisation call; the name is
         // passed with its length.
