@@ -69,6 +69,8 @@ function pack(dir, destination) {
 
 const unique = `amqplib-rs-test.package.${process.pid}.${Date.now()}`;
 
+const { platformSuffix } = require('../lib/platform');
+
 describe('packaging', () => {
   it('the platform packages match the napi targets and are optional dependencies of the same version', () => {
     const dirs = fs.readdirSync(path.join(ROOT, 'npm')).sort();
@@ -81,6 +83,9 @@ describe('packaging', () => {
       assert.strictEqual(platform.main, `amqplib_rs.${dir}.node`);
       assert.ok(platform.os && platform.cpu, `${dir} says which os and cpu it is for`);
       if (dir.startsWith('linux-')) assert.deepStrictEqual(platform.libc, [dir.endsWith('-musl') ? 'musl' : 'glibc']);
+      // The loader looks for this very package on the machines it is for.
+      const glibc = platform.libc?.[0] === 'glibc';
+      assert.strictEqual(platformSuffix(platform.os[0], platform.cpu[0], glibc), dir, `the loader's case for ${dir}`);
       return platform.name;
     });
     assert.deepStrictEqual(pkg.optionalDependencies, Object.fromEntries(names.map((name) => [name, pkg.version])));

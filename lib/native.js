@@ -7,16 +7,11 @@
 
 const path = require('node:path');
 
-function platformSuffix() {
-  const { platform, arch } = process;
-  if (platform === 'win32') return `win32-${arch}-msvc`;
-  if (platform !== 'linux') return `${platform}-${arch}`;
-  const glibc = process.report?.getReport?.().header?.glibcVersionRuntime;
-  return `linux-${arch}-${glibc ? 'gnu' : 'musl'}`;
-}
+const { platformSuffix } = require('./platform');
 
 function load() {
-  const suffix = platformSuffix();
+  const glibc = process.platform === 'linux' && !!process.report?.getReport?.().header?.glibcVersionRuntime;
+  const suffix = platformSuffix(process.platform, process.arch, glibc);
   const chosen = process.env.AMQPLIB_RS_ADDON;
   const candidates = chosen ? [path.resolve(chosen)] : [
     path.join(__dirname, '..', 'native', `amqplib_rs.${suffix}.node`),
