@@ -101,7 +101,7 @@ describe('packaging', () => {
   it('with neither a local build nor the platform package, loading says what to do', () => {
     const dir = tempDir('amqplib-rs-noaddon-');
     fs.mkdirSync(path.join(dir, 'lib'));
-    fs.copyFileSync(path.join(ROOT, 'lib', 'native.js'), path.join(dir, 'lib', 'native.js'));
+    for (const file of ['native.js', 'platform.js']) fs.copyFileSync(path.join(ROOT, 'lib', file), path.join(dir, 'lib', file));
     const run = spawnSync(process.execPath, ['-e', `require(${JSON.stringify(path.join(dir, 'lib', 'native.js'))})`],
       { env: cleanEnv(), encoding: 'utf8' });
     assert.notStrictEqual(run.status, 0);
