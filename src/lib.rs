@@ -24,7 +24,7 @@
 //! |---|---|---|
 //! | `connection::Session::{receive_with, receive_direct}` | `set_len` after a read into spare capacity (of the read buffer, or of a body's assembly) | the reader initialised exactly the bytes it reports (asserted not to exceed what it was given) |
 //! | `transport::sockaddr` | writing a `sockaddr_in`/`in6` into `sockaddr_storage` | the storage is large and aligned enough for any socket address |
-//! | `transport::TcpSocket::{connect, read, write, set_option, take_error}` | system calls | the descriptor is ours (an `OwnedFd` made from `socket()` once), buffers are valid for the lengths passed, `MSG_NOSIGNAL` on send |
+//! | `transport::{stream_socket, stream_socket_by_fcntl, set_option}`, `TcpSocket::{connect, read, write, take_error}` | system calls | the descriptor is ours (an `OwnedFd` made from `socket()` once, owned before any later call can fail), buffers are valid for the lengths passed, a closed peer is an error not SIGPIPE (`MSG_NOSIGNAL` on Linux, `SO_NOSIGPIPE` on macOS) |
 //! | `uv::uv` | `dlsym` and `transmute` to function pointers | each name is libuv's own function with the signature in uv.h, exported by the node binary that loaded us |
 //! | `uv::{alloc_poll, free_poll}` | allocating and freeing a `uv_poll_t` | the size comes from `uv_handle_size`; memory is freed only in libuv's close callback |
 //! | `uv::{data, set_data}` | `handle->data` | `uv_handle_t` starts with `void* data` |
