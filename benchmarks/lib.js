@@ -1,23 +1,29 @@
 'use strict';
 // Shared helpers for the benchmarks: which library to load, a small AMQP frame encoder and
 // scanner for the fake broker, the fake duplex stream, measurement of CPU, GC and memory,
-// and running one benchmark process and reading back its figures.
+// running one benchmark process and reading back its figures, and the driver/child plumbing
+// of the scenarios against the broker.
 
 const path = require('node:path');
 const fs = require('node:fs');
+const os = require('node:os');
 const { Duplex } = require('node:stream');
-const { PerformanceObserver, performance } = require('node:perf_hooks');
-const { execFileSync } = require('node:child_process');
+const { PerformanceObserver, performance, constants: perfConstants } = require('node:perf_hooks');
+const { execFileSync, fork } = require('node:child_process');
 const v8 = require('node:v8');
 
 const ROOT = path.join(__dirname, '..');
+// amqplib and ours for every benchmark; the two other clients on the registry for the
+// scenarios written against benchmarks/clients.js.
 const LIBS = {
   amqplib: path.join(ROOT, 'node_modules', 'amqplib'),
   ours: ROOT,
+  cloudamqp: path.join(ROOT, 'node_modules', '@cloudamqp', 'amqp-client'),
+  'rabbitmq-client': path.join(ROOT, 'node_modules', 'rabbitmq-client'),
 };
 
-// The pieces of one library the benchmarks use: the public API, and (brokerless only) the
-// Connection class and the promise-API model that sits on a connection.
+// The pieces of one library the benchmarks use: the public API, and (brokerless only, amqplib
+// and ours) the Connection class and the promise-API model that sits on a connection.
 function load(name) {
   const root = LIBS[name];
   if (!root) throw new Error(`unknown library ${name}; expected one of ${Object.keys(LIBS)}`);
@@ -292,18 +298,42 @@ async function fakeChannel(lib) {
 
 // ------------------------------------------------------------------ measurement
 
+// GC kinds as the 'gc' performance entries give them (entry.detail.kind).
+const GC_KINDS = {
+  [perfConstants.NODE_PERFORMANCE_GC_MINOR]: 'minor', // scavenge
+  [perfConstants.NODE_PERFORMANCE_GC_MAJOR]: 'major', // mark-sweep-compact
+  [perfConstants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental', // incremental marking
+  [perfConstants.NODE_PERFORMANCE_GC_WEAKCB]: 'weak', // weak callbacks
+};
+
+// The process's peak resident set (VmHWM in /proc/self/status), in MB; null where there is
+// no /proc.
+function vmHwmMB() {
+  try {
+    const kb = /^VmHWM:\s+(\d+) kB/m.exec(fs.readFileSync('/proc/self/status', 'utf8'));
+    return kb ? Number(kb[1]) / 1024 : null;
+  } catch (_) {
+    return null;
+  }
+}
+
 // Collects GC entries from the moment it is made; `start()`/`stop()` bracket a measurement
-// of CPU (user, system: all threads of the process), GC count and time, and memory. With
-// `heap`, also the bytes allocated on the JS heap (from V8's GC profile: what each GC found
-// in use, less what the one before left).
+// of CPU (user, system: all threads of the process), GC count and time (in all and by kind),
+// and memory. With `heap`, also the bytes allocated on the JS heap (from V8's GC profile: what
+// each GC found in use, less what the one before left). With `sample`, RSS is also sampled
+// every 50 ms between start and stop (the highest sample is reported beside VmHWM, which
+// covers the whole life of the process).
 class Meter {
-  constructor({ heap = false } = {}) {
+  constructor({ heap = false, sample = false } = {}) {
     this.heap = heap;
+    this.sample = sample;
     this.gc = [];
-    this.observer = new PerformanceObserver((list) => {
-      for (const e of list.getEntries()) this.gc.push([e.startTime, e.duration]);
-    });
+    this.observer = new PerformanceObserver((list) => this.record(list.getEntries()));
     this.observer.observe({ entryTypes: ['gc'] });
+  }
+
+  record(entries) {
+    for (const e of entries) this.gc.push([e.startTime, e.duration, GC_KINDS[e.detail?.kind] ?? 'other']);
   }
 
   start() {
@@ -311,6 +341,13 @@ class Meter {
       this.profiler = new v8.GCProfiler();
       this.heap0 = v8.getHeapStatistics().used_heap_size;
       this.profiler.start();
+    }
+    if (this.sample) {
+      this.rssMax = process.memoryUsage.rss();
+      this.sampler = setInterval(() => {
+        this.rssMax = Math.max(this.rssMax, process.memoryUsage.rss());
+      }, 50);
+      this.sampler.unref();
     }
     this.t0 = performance.now();
     this.cpu0 = process.cpuUsage();
@@ -331,11 +368,21 @@ class Meter {
       }
       extra = { heapBytes: (allocated + heapNow - after) / messages, ...extra };
     }
+    if (this.sample) {
+      clearInterval(this.sampler);
+      extra = { rssSampledMB: Math.max(this.rssMax, rss) / 1048576, hwmMB: vmHwmMB(), ...extra };
+    }
     await new Promise((r) => setTimeout(r, 20));
-    for (const e of this.observer.takeRecords()) this.gc.push([e.startTime, e.duration]);
+    this.record(this.observer.takeRecords());
     this.observer.disconnect();
     const gcs = this.gc.filter(([start]) => start >= this.t0 && start <= t1);
     const gcMs = gcs.reduce((sum, [, d]) => sum + d, 0);
+    const gcKinds = {};
+    for (const [, d, kind] of gcs) {
+      gcKinds[kind] ??= { count: 0, ms: 0 };
+      gcKinds[kind].count++;
+      gcKinds[kind].ms += d;
+    }
     return {
       messages,
       seconds: (t1 - this.t0) / 1000,
@@ -343,6 +390,8 @@ class Meter {
       sysUs: cpu.system / messages,
       gcPer1k: (gcs.length * 1000) / messages,
       gcUs: (gcMs * 1000) / messages,
+      gcMs,
+      gcKinds,
       rssMB: rss / 1048576,
       peakMB: process.resourceUsage().maxRSS / 1024,
       ...extra,
@@ -390,18 +439,163 @@ function writeJson(file, data) {
   fs.writeFileSync(file, `${JSON.stringify(data, null, 2)}\n`);
 }
 
-// Command-line arguments of the scripts: the first bare number, and `--name=value` options.
+// Command-line arguments of the scripts: the first bare number, and `--name=value` options
+// (`--name` alone is `true`), by name (`option`, strings only), as flags (`flag`), or all of
+// them as an object (`options`).
 function cliArgs(argv = process.argv.slice(2)) {
+  const options = {};
+  for (const a of argv) {
+    const m = /^--([^=]+)(?:=(.*))?$/.exec(a);
+    if (m) options[m[1]] = m[2] === undefined ? true : m[2];
+  }
   const number = argv.find((a) => /^\d+$/.test(a));
-  const option = (name, fallback) => {
-    const found = argv.find((a) => a.startsWith(`--${name}=`));
-    return found ? found.slice(name.length + 3) : fallback;
+  return {
+    number: (fallback) => Number(number || fallback),
+    option: (name, fallback) => (typeof options[name] === 'string' ? options[name] : fallback),
+    flag: (name) => options[name] !== undefined,
+    options,
   };
-  return { number: (fallback) => Number(number || fallback), option };
+}
+
+// A self-signed certificate for localhost and 127.0.0.1, made with the openssl CLI in a new
+// temporary directory (key.pem, cert.pem), which is returned.
+function makeCertificate(prefix = 'amqplib-rs-bench-') {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  execFileSync('openssl', [
+    'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=localhost',
+    '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
+    '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'),
+  ], { stdio: 'ignore' });
+  return dir;
+}
+
+// ------------------------------------------------------------------ driver and child
+//
+// The scenarios against the broker run as a driver (always amqplib: it declares, fills and
+// deletes the queues, so every library faces the same broker state) and one or more child
+// processes running the library under test, which measure themselves and send their figures
+// back over IPC.
+
+const AMQP_URL = process.env.AMQP_URL || 'amqp://guest:guest@127.0.0.1:5672';
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// A queue name no other run uses.
+function uniqueName(what) {
+  return `amqplib-rs-bench.${what}.${process.pid}.${Date.now().toString(36)}`;
+}
+
+// A child process running `script --child ...args` (with extra Node flags `execArgv`).
+// `next(key)` resolves with the next message from it that has `key` (rejects if it exits
+// first); `send(m)` writes to it; `end()` waits a little for it to exit, then kills it.
+class Child {
+  constructor(script, args, execArgv = []) {
+    this.proc = fork(path.join(__dirname, script), ['--child', ...args], {
+      execArgv: ['--expose-gc', ...execArgv], stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    this.inbox = [];
+    this.waiting = [];
+    this.proc.on('message', (m) => {
+      this.inbox.push(m);
+      this.deliver();
+    });
+    // 'close' comes after the last message has been read, unlike 'exit'.
+    this.exited = new Promise((resolve) => this.proc.once('close', (code, signal) => resolve(signal || code)));
+    this.exited.then((how) => {
+      this.how = how;
+      this.deliver();
+    });
+    this.what = `${script} ${args.join(' ')}`;
+  }
+
+  // Hands messages to those waiting for them; once the child is gone, fails the rest.
+  deliver() {
+    for (const w of this.waiting.slice()) {
+      const i = this.inbox.findIndex((m) => m[w.key] !== undefined);
+      if (i >= 0) w.resolve(this.inbox.splice(i, 1)[0]);
+      else if (this.how !== undefined) w.reject(new Error(`${this.what} exited (${this.how}) before '${w.key}'`));
+      else continue;
+      this.waiting.splice(this.waiting.indexOf(w), 1);
+    }
+  }
+
+  next(key) {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ key, resolve, reject });
+      this.deliver();
+    });
+  }
+
+  send(m) {
+    this.proc.send(m);
+  }
+
+  async end(ms = 3000) {
+    await Promise.race([this.exited, sleep(ms)]);
+    if (this.proc.exitCode === null && this.proc.signalCode === null) this.proc.kill('SIGKILL');
+  }
+}
+
+// In a child: resolves with the next message from the driver that has `key`.
+function fromDriver(key) {
+  return new Promise((resolve) => {
+    const onMessage = (m) => {
+      if (m[key] === undefined) return;
+      process.off('message', onMessage);
+      resolve(m);
+    };
+    process.on('message', onMessage);
+  });
+}
+
+// Runs a child's work: `work()` resolves with its figures, which go to the driver; then the
+// child exits whatever the library left open. Fails (exit 1) on an error, or after `ms`.
+function childMain(what, ms, work) {
+  deadline(ms, what);
+  work().then((result) => {
+    process.send({ result }, () => process.exit(0));
+  }, (err) => {
+    console.error(`${what}:`, err);
+    process.exit(1);
+  });
+}
+
+// Runs the driver's work and prints its figures for `runChild`; exits 1 on an error.
+function driverMain(what, ms, work) {
+  deadline(ms, what);
+  work().then((result) => {
+    report(result);
+    process.exit(0);
+  }, (err) => {
+    console.error(`${what}:`, err);
+    process.exit(1);
+  });
+}
+
+// An amqplib connection and channel for a driver; `fill(queue, count, body)` publishes
+// `count` copies of `body` to `queue` (waiting for 'drain' when told to) and resolves once the
+// broker holds them all.
+async function driverChannel() {
+  const model = await load('amqplib').api().connect(AMQP_URL);
+  const channel = await model.createChannel();
+  const fill = async (queue, count, body) => {
+    for (let i = 0; i < count; i++) {
+      if (!channel.sendToQueue(queue, body)) await new Promise((r) => channel.once('drain', r));
+    }
+    while ((await channel.checkQueue(queue)).messageCount < count) await sleep(20);
+  };
+  const close = () => Promise.race([model.close().catch(() => {}), sleep(2000)]);
+  return { model, channel, fill, close };
+}
+
+// The version in a library's package.json.
+function libVersion(name) {
+  return require(path.join(LIBS[name], 'package.json')).version;
 }
 
 module.exports = {
-  ROOT, LIBS, SIZES, M, FRAME_MAX, load, cliArgs, method, header, message, deliveryTemplates, DeliveryStream,
-  FrameScanner, fakeSocket, fakeChannel, OPEN_FIELDS, Meter, report, runChild, deadline, percentile,
-  turn, writeJson,
+  ROOT, LIBS, SIZES, M, FRAME_MAX, AMQP_URL, load, libVersion, cliArgs, makeCertificate, method, header, message,
+  deliveryTemplates, DeliveryStream, FrameScanner, fakeSocket, fakeChannel, OPEN_FIELDS, Meter, vmHwmMB, report,
+  runChild, deadline, percentile, turn, sleep, writeJson, uniqueName, Child, fromDriver, childMain, driverMain,
+  driverChannel,
 };
