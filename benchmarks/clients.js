@@ -220,18 +220,18 @@ function publishConfirmed(pub, queue, count, window, message) {
   });
 }
 
-// Consumes (acking each) until `count` messages have come, calling `onMessage(body, headers)`
-// for each; resolves with the consumer, to cancel.
+// Starts consuming (acking each), calling `onMessage(body, headers)` for each message; once
+// the consumer is in place, resolves with it (to cancel) and `all`, a promise fulfilled by
+// the `count`-th message.
 async function consumeCount(client, queue, { count, prefetch, onMessage = () => {} }) {
   let n = 0;
   let finish;
   const all = new Promise((resolve) => { finish = resolve; });
-  const sub = await client.consume(queue, { prefetch }, (body, headers) => {
+  const consumer = await client.consume(queue, { prefetch }, (body, headers) => {
     onMessage(body, headers);
     if (++n === count) finish();
   });
-  await all;
-  return sub;
+  return { consumer, all };
 }
 
 // ------------------------------------------------------------------

@@ -48,7 +48,11 @@ async function confirmAll(client, queue, count) {
 }
 
 async function consumeAll(client, queue, count) {
-  return () => consumeCount(client, queue, { count, prefetch: PREFETCH });
+  return async () => {
+    const { consumer, all } = await consumeCount(client, queue, { count, prefetch: PREFETCH });
+    await all;
+    return consumer;
+  };
 }
 
 // Each kind sets up, then returns the measured part; that resolves with the consumer, if any.

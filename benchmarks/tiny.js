@@ -24,9 +24,10 @@ async function child(lib, count, queue) {
   const client = await open(lib);
   const meter = new Meter({ sample: true });
   meter.start();
-  const sub = await consumeCount(client, queue, { count, prefetch: PREFETCH });
+  const { consumer, all } = await consumeCount(client, queue, { count, prefetch: PREFETCH });
+  await all;
   const result = await meter.stop(count);
-  await sub.cancel();
+  await consumer.cancel();
   await client.close();
   return { ...result, cpuS: (result.cpuUs * count) / 1e6, msgsPerSec: count / result.seconds };
 }
