@@ -41,8 +41,8 @@ const path = require('node:path');
 const fs = require('node:fs');
 const { spawn } = require('node:child_process');
 const { inspect } = require('node:util');
+const { ROOT, cliArgs, sleep } = require('./lib');
 
-const ROOT = path.join(__dirname, '..');
 const BROKER_URL = process.env.AMQP_URL || 'amqp://localhost';
 const LIBS = {
   amqplib: { promise: 'amqplib-latest', callback: 'amqplib-latest/callback_api', label: 'amqplib 2.3.1' },
@@ -401,8 +401,6 @@ position('checkQueue.queue', { call: (c, v) => c.ch.checkQueue(v) });
 
 // ---------------------------------------------------------------------------- utilities
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
 function withTimeout(promise, ms) {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(Object.assign(new Error('timeout'), { timeout: true })), ms);
@@ -737,15 +735,6 @@ async function childMain(args) {
 
 // ----------------------------------------------------------------------------- the parent
 
-function parseArgs(argv) {
-  const args = {};
-  for (const a of argv) {
-    const m = /^--([^=]+)(?:=(.*))?$/.exec(a);
-    if (m) args[m[1]] = m[2] === undefined ? true : m[2];
-  }
-  return args;
-}
-
 // Runs one (library, position) batch: a child per run of values, a new child after a crash
 // or a hang that stopped the child's event loop. Resolves to { index: record }.
 function runBatch(libName, pos, indexes, limit) {
@@ -1023,7 +1012,7 @@ async function parentMain(args) {
   return bad > 0 ? 1 : 0;
 }
 
-const args = parseArgs(process.argv.slice(2));
+const args = cliArgs().options;
 if (args.child) {
   childMain(args);
 } else {

@@ -18,7 +18,7 @@
 const { fork } = require('node:child_process');
 const { once } = require('node:events');
 const { performance } = require('node:perf_hooks');
-const { load, SIZES, Meter, report, deadline, percentile } = require('./lib');
+const { load, SIZES, Meter, report, deadline, percentile, sleep } = require('./lib');
 
 const URL = process.env.AMQP_URL || 'amqp://guest:guest@127.0.0.1:5672';
 // Messages per second, by size; a scenario warms up for WARM_S then is measured for MEASURE_S.
@@ -29,8 +29,6 @@ const MEASURE_S = 3;
 // interplay of Nagle with delayed ACKs (which holds small writes back by tens of ms).
 const SOCKET_OPTIONS = { noDelay: true };
 const PROPS = { contentType: 'application/octet-stream', headers: { 'x-source': 'bench' } };
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // Calls `send(i)` for i = 0..count-1 at `rate` per second; waits for 'drain' when told to.
 async function paced(channel, rate, count, send) {

@@ -29,24 +29,13 @@
 
 const path = require('node:path');
 const fs = require('node:fs');
-const os = require('node:os');
 const net = require('node:net');
 const tls = require('node:tls');
 const crypto = require('node:crypto');
-const { fork, execFileSync } = require('node:child_process');
+const { fork } = require('node:child_process');
+const { ROOT, cliArgs, makeCertificate, sleep } = require('./lib');
 
-const ROOT = path.join(__dirname, '..');
-
-function parseArgs(argv) {
-  const args = {};
-  for (const a of argv) {
-    const m = /^--([^=]+)(?:=(.*))?$/.exec(a);
-    if (m) args[m[1]] = m[2] === undefined ? true : m[2];
-  }
-  return args;
-}
-
-const args = parseArgs(process.argv.slice(2));
+const args = cliArgs().options;
 const BROKER = new URL(process.env.AMQP_URL || 'amqp://localhost');
 const TARGET = { host: BROKER.hostname === 'localhost' ? '127.0.0.1' : BROKER.hostname, port: Number(BROKER.port) || 5672 };
 
@@ -168,19 +157,8 @@ function prng(seed) {
   };
 }
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const mb = (n) => (n / 1048576).toFixed(1);
 const sha256 = (buf) => crypto.createHash('sha256').update(buf).digest('hex');
-
-function makeCertificate() {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'integrity-soak-'));
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=localhost',
-    '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
-    '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'),
-  ], { stdio: 'ignore' });
-  return dir;
-}
 
 function startProxies(certs, seed) {
   const child = fork(__filename, ['--proxies', `--certs=${certs}`, `--seed=${seed}`], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
@@ -216,7 +194,7 @@ async function soakMain() {
   };
   const POOL = crypto.randomBytes(MAX_SIZE + 65536);
 
-  const certs = makeCertificate();
+  const certs = makeCertificate('integrity-soak-');
   const ca = fs.readFileSync(path.join(certs, 'cert.pem'));
   const proxies = await startProxies(certs, SEED);
   const endpoints = {

@@ -11,7 +11,7 @@
 
 const path = require('node:path');
 
-const { cliArgs } = require('./lib');
+const { cliArgs, sleep } = require('./lib');
 
 const { number, option } = cliArgs();
 const SECONDS = number(60);
@@ -26,7 +26,6 @@ const URL = process.env.AMQP_URL || 'amqp://localhost';
 const amqp = LIB === 'amqplib' ? require('amqplib') : require(path.join(__dirname, '..'));
 
 const mb = (n) => (n / 1048576).toFixed(1);
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const counts = { published: 0, confirmed: 0, consumed: 0, slowConsumed: 0, errors: 0 };
 let running = true;
