@@ -20,19 +20,19 @@ describe('native addon', () => {
 
   it('the hot entry points take only a session handle, and refuse a session encoding a user object', () => {
     const session = new native.Session();
-    const hot = session.hotHandle();
+    const handle = session.hotHandle();
     assert.throws(() => native.sendAcknowledgement({}, 1, defs.BasicAck, 1, 0), /Not a session handle/);
-    assert.throws(() => native.sendAcknowledgement(hot, 1, defs.BasicQos, 1, 0), /Unknown class\/method ID/);
+    assert.throws(() => native.sendAcknowledgement(handle, 1, defs.BasicQos, 1, 0), /Unknown class\/method ID/);
     const reentrant = {
       get x() {
-        native.sendAcknowledgement(hot, 1, defs.BasicAck, 1, 0);
+        native.sendAcknowledgement(handle, 1, defs.BasicAck, 1, 0);
         return 1;
       },
     };
     const declare = (args) => session.sendMethod(1, defs.QueueDeclare, { queue: 'q', arguments: args });
     assert.throws(() => declare(reentrant), /cannot be used while it encodes its own arguments/);
     assert.strictEqual(session.pendingOutput, 0, 'nothing of the failed method is left');
-    const waiting = native.sendAcknowledgement(hot, 1, defs.BasicAck, 1, 0);
+    const waiting = native.sendAcknowledgement(handle, 1, defs.BasicAck, 1, 0);
     assert.strictEqual(waiting, 21, 'an ack frame: 8 bytes of envelope, 4 of method, 8 of tag, 1 of flags');
     assert.ok(declare({ x: 1 }) > waiting, 'and the session goes on');
   });

@@ -14,8 +14,8 @@ function encodeTable(buffer, table, offset) {
 // Decodes a table body (without its length prefix).
 function decodeFields(slice) {
   const reader = new TapeReader();
-  const pair = native.decodeTable(slice);
-  return reader.table(pair[0], reader.load(pair));
+  const decoded = native.decodeTable(slice);
+  return reader.table(decoded[0], reader.load(decoded));
 }
 
 module.exports = { encodeTable, decodeFields };

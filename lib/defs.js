@@ -40,11 +40,11 @@ defs.encodeProperties = (id, channel, size, fields) => native.encodeProperties(i
 defs.decode = (id, buf) => {
   const reader = new TapeReader();
   if (propertyClasses.has(id)) {
-    const pair = native.decodeProperties(id, buf);
-    return reader.properties(id, pair[0], reader.load(pair));
+    const decoded = native.decodeProperties(id, buf);
+    return reader.properties(id, decoded[0], reader.load(decoded));
   }
-  const pair = native.decodeMethod(id, buf);
-  return reader.methodFields(id, pair[0], reader.load(pair));
+  const decoded = native.decodeMethod(id, buf);
+  return reader.methodFields(id, decoded[0], reader.load(decoded));
 };
 
 module.exports = defs;

@@ -37,7 +37,8 @@ class NativeSocket extends EventEmitter {
   constructor() {
     super();
     this.session = new native.Session();
-    this.hot = this.session.hotHandle();
+    // The handle the per-message and per-read native calls take (src/bindings/hot.rs).
+    this.handle = this.session.hotHandle();
     this.received = [];
     this.open = false;
     this.destroyed = false;
@@ -145,7 +146,7 @@ class NativeSocket extends EventEmitter {
 
   // Writes what the session has queued. False when the rest must wait ('drain' follows).
   flushOutput() {
-    const status = native.flushSocket(this.hot);
+    const status = native.flushSocket(this.handle);
     if (status < 0) {
       process.nextTick(() => this.fail(systemError(-status, 'write')));
       return true;

@@ -30,11 +30,11 @@ class TapeReader {
 
   // Takes `[tape, objects, slab]` from the native side; returns the index of the tape's
   // first event.
-  load(pair) {
-    const tape = pair[0];
-    const objects = pair[1];
+  load(decoded) {
+    const tape = decoded[0];
+    const objects = decoded[1];
     this.objects = objects;
-    this.slab = pair[2];
+    this.slab = decoded[2];
     if (tape[0] === 1) this.strings.length = 0;
     const fresh = tape[1];
     let i = 2;

@@ -1,0 +1,235 @@
+'use strict';
+// Frames out, and backpressure. Methods and messages are encoded by the native session into
+// its one output buffer, which leaves in one write per turn of the event loop (a microtask),
+// or sooner when the connection flushes: once the handlers of a read have run, so a reply
+// leaves before the read that caused it returns. Each send reports whether more may follow
+// (publish and sendToQueue return it); once one has said no, every channel gets 'drain' when
+// more may follow again.
+
+const native = require('./native');
+const defs = require('./defs');
+
+const presence = require('./spec').propertyPresence[defs.BasicProperties];
+const PROPERTY_NAMES = defs.info(defs.BasicProperties).args.map((arg) => arg.name);
+
+// publish and sendToQueue report false once this much is waiting to be written...
+const WRITE_LIMIT = 4 * 1024 * 1024;
+// ...or once a channel has more messages than this waiting, as amqplib's channels do (its
+// default highWaterMark): a loop that publishes until false then stops as soon as there.
+const DEFAULT_HIGH_WATER_MARK = 1024;
+
+class Outgoing {
+  // `handle` is the one the per-message native calls take (src/bindings/hot.rs); `channels`
+  // the connection's channel records (see Connection#freshChannel), whose `waiting` and
+  // `lastPublish` are kept here; `writesItself` says the stream is a native socket, which
+  // writes from the session itself.
+  constructor(stream, session, handle, channels, writesItself) {
+    this.stream = stream;
+    this.session = session;
+    this.handle = handle;
+    this.channels = channels;
+    this.writesItself = writesItself;
+    this.sentSinceLastCheck = false;
+    this.flushScheduled = false;
+    this.writeStalled = false;
+    this.drainOwed = false;
+    this.flush = this.flush.bind(this);
+    this.onStreamDrain = this.onStreamDrain.bind(this);
+  }
+
+  // Whether anything was sent since the last check, for the heartbeat.
+  checkSend() {
+    const sent = this.sentSinceLastCheck;
+    this.sentSinceLastCheck = false;
+    return sent;
+  }
+
+  // True while what waits to be written is under the limit; once it is not, the channels
+  // get 'drain' when it is again.
+  writable(record, pending) {
+    const waiting = pending + this.stream.writableLength;
+    if (record && record.highWaterMark > 0 ? record.waiting <= record.highWaterMark
+      : waiting < WRITE_LIMIT && (!record || record.waiting <= DEFAULT_HIGH_WATER_MARK)) return true;
+    this.drainOwed = true;
+    return false;
+  }
+
+  scheduleFlush() {
+    this.sentSinceLastCheck = true;
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      queueMicrotask(this.flush);
+    }
+  }
+
+  // Writes everything encoded so far, in one write, unless the stream asked us to wait.
+  flush() {
+    this.flushScheduled = false;
+    if (this.writeStalled) return;
+    if (this.writesItself ? this.stream.flushOutput() : this.writeOutput()) {
+      this.forgetWaiting();
+      this.releaseDrain();
+    } else {
+      this.writeStalled = true;
+      this.stream.once('drain', this.onStreamDrain);
+    }
+  }
+
+  // Hands the session's output to the stream; false when the stream asks us to wait.
+  writeOutput() {
+    const out = native.takeOutput(this.handle);
+    return out === null || this.stream.write(out);
+  }
+
+  // Everything has been handed to the stream: no channel has messages waiting.
+  forgetWaiting() {
+    for (let i = 1; i < this.channels.length; i++) {
+      const record = this.channels[i];
+      if (record) record.waiting = 0;
+    }
+  }
+
+  onStreamDrain() {
+    this.writeStalled = false;
+    this.forgetWaiting();
+    this.flush();
+  }
+
+  // Publishes reported false: once what waits is under the limit again, say so on every
+  // channel (a flush that wrote everything at once counts too).
+  releaseDrain() {
+    if (!this.drainOwed || this.session.pendingOutput >= WRITE_LIMIT) return;
+    this.drainOwed = false;
+    for (let i = 1; i < this.channels.length; i++) {
+      const record = this.channels[i];
+      if (record?.channel?.onBufferDrain) record.channel.onBufferDrain();
+    }
+  }
+
+  sendBytes(bytes) {
+    this.session.sendBytes(bytes);
+    this.scheduleFlush();
+  }
+
+  sendHeartbeat() {
+    this.session.sendHeartbeat();
+    this.scheduleFlush();
+  }
+
+  sendMethod(channel, method, fields) {
+    const flags = acknowledgementFlags(method, fields);
+    const pending = flags < 0
+      ? this.session.sendMethod(channel, method, fields)
+      : native.sendAcknowledgement(this.handle, channel, method, fields.deliveryTag, flags);
+    this.scheduleFlush();
+    return this.writable(undefined, pending);
+  }
+
+  sendMessage(channel, method, fields, properties, props, content) {
+    if (!Buffer.isBuffer(content)) throw new TypeError('content is not a buffer');
+    let pending;
+    const record = this.channels[channel];
+    if (method === defs.BasicPublish && properties === defs.BasicProperties && (fields.ticket === undefined || fields.ticket === 0)) {
+      // The hot path: the same arguments as the channel's last publish send its frames again;
+      // otherwise the arguments go one by one, and only the properties that are there.
+      pending = record && samePublish(record.lastPublish, fields, props) ? native.sendPublishAgain(this.handle, channel, content) : -1;
+      if (pending < 0) {
+        const present = presence(props);
+        pending = native.sendPublish(this.handle, channel, fields.exchange, fields.routingKey, !!fields.mandatory, !!fields.immediate, props, present, content);
+        if (record) record.lastPublish = publishSnapshot(fields, props);
+      }
+    } else {
+      pending = this.session.sendMessage(channel, method, fields, properties, props, content);
+    }
+    this.scheduleFlush();
+    if (record) record.waiting++;
+    return this.writable(record, pending);
+  }
+}
+
+// basic.ack, nack and reject go out once per message consumed: with a safe-integer tag and
+// boolean flags (as the channel APIs make them), their flags are packed here, bit by bit in
+// the order of their arguments, and the native side needs no fields object. -1 otherwise:
+// the general encoder then reads the fields and reports what is wrong with them.
+function acknowledgementFlags(method, fields) {
+  if (method !== defs.BasicAck && method !== defs.BasicNack && method !== defs.BasicReject) return -1;
+  const tag = fields.deliveryTag;
+  if (!Number.isSafeInteger(tag) || tag < 0) return -1;
+  const { multiple, requeue } = fields;
+  switch (method) {
+    case defs.BasicAck:
+      return typeof multiple === 'boolean' ? +multiple : -1;
+    case defs.BasicNack:
+      return typeof multiple === 'boolean' && typeof requeue === 'boolean' ? multiple | (requeue << 1) : -1;
+    default:
+      return typeof requeue === 'boolean' ? +requeue : -1;
+  }
+}
+
+// A publish's arguments, kept so the next publish can be checked against them; null when they
+// hold an object whose encoding cannot be checked cheaply (only tables of primitive values
+// can, such as a headers object reused from publish to publish).
+function publishSnapshot(fields, props) {
+  const values = new Array(PROPERTY_NAMES.length);
+  for (let i = 0; i < PROPERTY_NAMES.length; i++) {
+    const value = props[PROPERTY_NAMES[i]];
+    values[i] = value !== null && typeof value === 'object' ? TableSnapshot.of(value) : value;
+    if (values[i] === null && value !== null) return null;
+  }
+  return { exchange: fields.exchange, routingKey: fields.routingKey, mandatory: !!fields.mandatory, immediate: !!fields.immediate, values };
+}
+
+function samePublish(last, fields, props) {
+  if (last === null || last === undefined) return false;
+  if (fields.exchange !== last.exchange || fields.routingKey !== last.routingKey) return false;
+  if (!!fields.mandatory !== last.mandatory || !!fields.immediate !== last.immediate) return false;
+  const values = last.values;
+  for (let i = 0; i < PROPERTY_NAMES.length; i++) {
+    const value = props[PROPERTY_NAMES[i]];
+    const was = values[i];
+    if (value !== was && !(was instanceof TableSnapshot && was.matches(value))) return false;
+  }
+  return true;
+}
+
+// What a table's encoding depends on: the same object, with the same keys in the same order
+// and the same primitive values (Object.is: -0 and NaN encode differently). Its entries are
+// read again at each check, so a table changed in between is noticed.
+class TableSnapshot {
+  static MAX_ENTRIES = 32;
+
+  // A snapshot of a plain object of primitive values, or null.
+  static of(table) {
+    const proto = Object.getPrototypeOf(table);
+    if (proto !== Object.prototype && proto !== null) return null;
+    const keys = [];
+    const values = [];
+    for (const key in table) {
+      const value = table[key];
+      if ((value !== null && typeof value === 'object') || typeof value === 'function') return null;
+      if (keys.length === TableSnapshot.MAX_ENTRIES) return null;
+      keys.push(key);
+      values.push(value);
+    }
+    return new TableSnapshot(table, keys, values);
+  }
+
+  constructor(table, keys, values) {
+    this.table = table;
+    this.keys = keys;
+    this.values = values;
+  }
+
+  matches(table) {
+    if (table !== this.table) return false;
+    const { keys, values } = this;
+    let i = 0;
+    for (const key in table) {
+      if (i === keys.length || key !== keys[i] || !Object.is(table[key], values[i])) return false;
+      i++;
+    }
+    return i === keys.length;
+  }
+}
+
+module.exports = { Outgoing };
