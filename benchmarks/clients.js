@@ -34,12 +34,15 @@
 // and two loops the scenarios share on top of it: `publishConfirmed` and `consumeCount`.
 
 const { once } = require('node:events');
-const { load, AMQP_URL } = require('./lib');
+const { load, AMQP_URL, sleep } = require('./lib');
 
 const LIBRARIES = ['amqplib', 'ours', 'cloudamqp', 'rabbitmq-client'];
 const DIRECT_REPLY_TO = 'amq.rabbitmq.reply-to';
 
-const settle = (promise, ms = 2000) => Promise.race([promise.catch(() => {}), new Promise((r) => setTimeout(r, ms))]);
+// Closing is not measured, and must not hang a run: at most `ms`, whatever the outcome.
+const settle = (promise, ms = 2000) => Promise.race([promise.catch(() => {}), sleep(ms)]);
+// Errors a client reports as events go to stderr (a scenario then fails by its deadline or
+// by a rejected publish, with this as the reason).
 const fail = (what) => (err) => process.stderr.write(`${what}: ${err && err.message}\n`);
 
 // ------------------------------------------------------------------ amqplib and ours
@@ -200,11 +203,25 @@ async function openRabbitmqClient({ noDelay }) {
 // ------------------------------------------------------------------ shared loops
 
 // Publishes `count` messages (`message(i)` gives [body, headers]) on a confirm-mode publisher
-// with at most `window` unconfirmed; resolves once all are confirmed, rejects on a nack.
-function publishConfirmed(pub, queue, count, window, message) {
+// with at most `window` unconfirmed; resolves once all are confirmed, rejects on a nack, and
+// when no confirm has come for `stallMs` (a lost confirm would otherwise hang the run until
+// its deadline, with nothing said).
+function publishConfirmed(pub, queue, count, window, message, stallMs = 10000) {
   return new Promise((resolve, reject) => {
     let sent = 0;
     let confirmed = 0;
+    let seen = 0;
+    const watchdog = setInterval(() => {
+      if (confirmed === seen) {
+        finish(new Error(`no confirm for ${stallMs / 1000} s: ${confirmed} of ${count} confirmed, ${sent - confirmed} waiting`));
+      }
+      seen = confirmed;
+    }, stallMs);
+    const finish = (err) => {
+      clearInterval(watchdog);
+      if (err) reject(err);
+      else resolve();
+    };
     const pump = () => {
       while (sent < count && sent - confirmed < window) {
         const [body, headers] = message(sent++);
@@ -212,8 +229,8 @@ function publishConfirmed(pub, queue, count, window, message) {
       }
     };
     const done = (err) => {
-      if (err) return reject(err);
-      if (++confirmed === count) resolve();
+      if (err) finish(err);
+      else if (++confirmed === count) finish();
       else pump();
     };
     pump();

@@ -407,16 +407,22 @@ function report(result) {
 // Runs `node <script> ...args` (Node 24, the one running this) and returns its reported
 // figures; a child that fails or overruns is reported as an error instead.
 function runChild(script, args, timeoutMs = 60000) {
+  let out;
   try {
-    const out = execFileSync(process.execPath, ['--expose-gc', path.join(__dirname, script), ...args], {
+    out = execFileSync(process.execPath, ['--expose-gc', path.join(__dirname, script), ...args], {
       encoding: 'utf8', timeout: timeoutMs, stdio: ['ignore', 'pipe', 'inherit'], killSignal: 'SIGKILL',
     });
-    const line = out.split('\n').reverse().find((l) => l.startsWith('RESULT '));
-    if (!line) throw new Error('no RESULT line');
-    return JSON.parse(line.slice(7));
   } catch (err) {
-    return { error: `${script} ${args.join(' ')}: ${err.message.split('\n')[0]}` };
+    // A script that failed may still have said why on a RESULT line ({ error }).
+    out = err.stdout || '';
+    if (!resultLine(out)) return { error: `${script} ${args.join(' ')}: ${err.message.split('\n')[0]}` };
   }
+  const line = resultLine(out);
+  return line ? JSON.parse(line.slice(7)) : { error: `${script} ${args.join(' ')}: no RESULT line` };
+}
+
+function resultLine(out) {
+  return String(out).split('\n').reverse().find((l) => l.startsWith('RESULT '));
 }
 
 // A child exits by itself: when its work is done, or after `ms` whatever happens.
@@ -496,6 +502,7 @@ class Child {
     this.inbox = [];
     this.waiting = [];
     this.proc.on('message', (m) => {
+      if (m.error) this.error = m.error;
       this.inbox.push(m);
       this.deliver();
     });
@@ -513,7 +520,7 @@ class Child {
     for (const w of this.waiting.slice()) {
       const i = this.inbox.findIndex((m) => m[w.key] !== undefined);
       if (i >= 0) w.resolve(this.inbox.splice(i, 1)[0]);
-      else if (this.how !== undefined) w.reject(new Error(`${this.what} exited (${this.how}) before '${w.key}'`));
+      else if (this.how !== undefined) w.reject(new Error(this.error || `${this.what} exited (${this.how}) before '${w.key}'`));
       else continue;
       this.waiting.splice(this.waiting.indexOf(w), 1);
     }
@@ -549,18 +556,20 @@ function fromDriver(key) {
 }
 
 // Runs a child's work: `work()` resolves with its figures, which go to the driver; then the
-// child exits whatever the library left open. Fails (exit 1) on an error, or after `ms`.
+// child exits whatever the library left open. On an error it tells the driver why and exits
+// 1; after `ms` it exits 3.
 function childMain(what, ms, work) {
   deadline(ms, what);
   work().then((result) => {
     process.send({ result }, () => process.exit(0));
   }, (err) => {
     console.error(`${what}:`, err);
-    process.exit(1);
+    process.send({ error: `${what}: ${err.message}` }, () => process.exit(1));
   });
 }
 
-// Runs the driver's work and prints its figures for `runChild`; exits 1 on an error.
+// Runs the driver's work and prints its figures for `runChild`; on an error, prints why (as
+// a RESULT with `error`, which run.js shows in its table) and exits 1.
 function driverMain(what, ms, work) {
   deadline(ms, what);
   work().then((result) => {
@@ -568,6 +577,7 @@ function driverMain(what, ms, work) {
     process.exit(0);
   }, (err) => {
     console.error(`${what}:`, err);
+    report({ error: err.message });
     process.exit(1);
   });
 }
