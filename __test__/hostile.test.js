@@ -107,12 +107,16 @@ describe('hostile servers', () => {
     assert.match(error.message, /Frame on unknown channel/);
   });
 
-  it('a body longer than its header declared', async () => {
-    const props = Buffer.concat([Buffer.from([0, 60, 0, 0]), u64(3), Buffer.from([0, 0])]);
-    const bytes = Buffer.concat([frame(constants.FRAME_HEADER, 1, props), frame(constants.FRAME_BODY, 1, Buffer.from('abcd'))]);
-    const { error } = await connectionErrorFrom(bytes);
-    assert.match(error.message, /longer than its header declared/);
-    assert.strictEqual(error.code, constants.UNEXPECTED_FRAME);
+  it('a body longer than its header declared: the same channel error as amqplib', async () => {
+    for (const frames of [
+      ({ deliver, header, body }) => [deliver(1), header(3), body('abcd')],
+      ({ deliver, header, body }) => [deliver(1), header(5), body('abc'), body('def')],
+    ]) {
+      const seen = await deliveriesInBothLibraries(frames);
+      assert.strictEqual(seen.ours.code, constants.UNEXPECTED_FRAME);
+      assert.match(seen.ours.message, /Too much content sent! Expected \d bytes/);
+      assert.deepStrictEqual(seen.ours, seen.amqplib);
+    }
   });
 
   it('a header declaring an enormous body, then nothing: memory stays bounded', async () => {

@@ -8,7 +8,12 @@
 const native = require('./native');
 const defs = require('./defs');
 const { HEARTBEAT } = require('./frame');
-const { TapeReader, EVENT_ERROR, EVENT_METHOD, EVENT_HEADER, EVENT_BODY, EVENT_POOLED_BODY, EVENT_HEARTBEAT } = require('./tape');
+const { TapeReader } = require('./tape');
+const {
+  EVENT_CONNECTION_ERROR, EVENT_METHOD, EVENT_HEADER, EVENT_BODY, EVENT_POOLED_BODY, EVENT_HEARTBEAT,
+  EVENT_KIND, EVENT_CHANNEL, EVENT_ID, EVENT_LENGTH, METHOD_ARGUMENTS, HEADER_BODY_SIZE, HEADER_PROPERTIES,
+  CONNECTION_ERROR_TEXT,
+} = require('./boundary');
 
 class Incoming {
   // `handle` is the one the per-read native call takes (src/bindings/hot.rs); `parsedAsRead`
@@ -63,10 +68,9 @@ class Incoming {
     const t = received[0];
     let i = reader.load(received);
     while (i < t.length) {
-      const kind = t[i];
-      const channel = t[i + 1];
-      const id = t[i + 2];
-      const at = i + 4;
+      const kind = t[i + EVENT_KIND];
+      const channel = t[i + EVENT_CHANNEL];
+      const id = t[i + EVENT_ID];
       switch (kind) {
         case EVENT_METHOD: {
           const next = id === defs.BasicDeliver || id === defs.BasicReturn ? this.decodeWholeMessage(t, i, channel, id) : -1;
@@ -74,11 +78,11 @@ class Incoming {
             i = next;
             continue;
           }
-          this.frames.push({ id, channel, fields: reader.methodFields(id, t, at) });
+          this.frames.push({ id, channel, fields: reader.methodFields(id, t, i + METHOD_ARGUMENTS) });
           break;
         }
         case EVENT_HEADER:
-          this.frames.push({ id, channel, size: t[at], fields: reader.properties(id, t, at + 1) });
+          this.frames.push({ id, channel, size: t[i + HEADER_BODY_SIZE], fields: reader.properties(id, t, i + HEADER_PROPERTIES) });
           break;
         case EVENT_POOLED_BODY:
         case EVENT_BODY:
@@ -87,14 +91,14 @@ class Incoming {
         case EVENT_HEARTBEAT:
           this.frames.push(HEARTBEAT);
           break;
-        case EVENT_ERROR: {
-          const err = new Error(reader.obj(t[at]));
+        case EVENT_CONNECTION_ERROR: {
+          const err = new Error(reader.obj(t[i + CONNECTION_ERROR_TEXT]));
           err.code = id;
           this.frames.push(err);
           break;
         }
       }
-      i += t[i + 3];
+      i += t[i + EVENT_LENGTH];
     }
   }
 
@@ -103,23 +107,23 @@ class Incoming {
   // channel takes in one step (see Channel#accept). Returns the tape index after the body,
   // or -1 when the message is not whole here.
   decodeWholeMessage(t, i, channel, id) {
-    const header = i + t[i + 3];
+    const header = i + t[i + EVENT_LENGTH];
     // (A header declaring no body completes the message itself: what follows is not its body.)
-    if (header >= t.length || t[header] !== EVENT_HEADER || t[header + 1] !== channel || t[header + 4] === 0) return -1;
-    const body = header + t[header + 3];
-    if (body >= t.length || t[body + 1] !== channel) return -1;
-    const kind = t[body];
+    if (header >= t.length || t[header + EVENT_KIND] !== EVENT_HEADER || t[header + EVENT_CHANNEL] !== channel || t[header + HEADER_BODY_SIZE] === 0) return -1;
+    const body = header + t[header + EVENT_LENGTH];
+    if (body >= t.length || t[body + EVENT_CHANNEL] !== channel) return -1;
+    const kind = t[body + EVENT_KIND];
     if (kind !== EVENT_POOLED_BODY && kind !== EVENT_BODY) return -1;
     const reader = this.reader;
     this.frames.push({
       id,
       channel,
-      fields: reader.methodFields(id, t, i + 4),
-      size: t[header + 4],
-      properties: reader.properties(t[header + 2], t, header + 5),
+      fields: reader.methodFields(id, t, i + METHOD_ARGUMENTS),
+      size: t[header + HEADER_BODY_SIZE],
+      properties: reader.properties(t[header + EVENT_ID], t, header + HEADER_PROPERTIES),
       content: reader.content(t, body),
     });
-    return body + t[body + 3];
+    return body + t[body + EVENT_LENGTH];
   }
 }
 

@@ -9,12 +9,7 @@ const dns = require('node:dns');
 const util = require('node:util');
 const native = require('./native');
 
-const EVENT_CONNECT = 1;
-const EVENT_DATA = 2;
-const EVENT_DRAIN = 3;
-const EVENT_END = 4;
-const EVENT_ERROR = 5;
-const EVENT_CLOSE = 6;
+const { SOCKET_CONNECT, SOCKET_DATA, SOCKET_DRAIN, SOCKET_END, SOCKET_ERROR, SOCKET_CLOSE } = require('./boundary');
 
 // An error shaped as Node's own socket errors are: `connect ECONNREFUSED 127.0.0.1:5672`.
 function systemError(errno, syscall, address, port) {
@@ -104,31 +99,31 @@ class NativeSocket extends EventEmitter {
 
   onEvent(kind, a, b) {
     switch (kind) {
-      case EVENT_CONNECT:
+      case SOCKET_CONNECT:
         this.open = true;
         this.touch();
         this.emit('connect');
         break;
-      case EVENT_DATA:
+      case SOCKET_DATA:
         this.touch();
         this.received.push(a);
         this.emit('readable');
         break;
-      case EVENT_DRAIN:
+      case SOCKET_DRAIN:
         this.emit('drain');
         break;
-      case EVENT_END:
+      case SOCKET_END:
         this.open = false;
         this.session.destroySocket();
         this.emit('end');
         this.closed();
         break;
-      case EVENT_ERROR:
+      case SOCKET_ERROR:
         this.open = false;
         if (b === 'connect') this.connectFailed(systemError(a, b, this.address, this.port));
         else this.fail(systemError(a, b, this.address, this.port));
         break;
-      case EVENT_CLOSE:
+      case SOCKET_CLOSE:
         this.closed();
         break;
     }

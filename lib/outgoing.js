@@ -119,7 +119,7 @@ class Outgoing {
   sendMethod(channel, method, fields) {
     const flags = acknowledgementFlags(method, fields);
     const pending = flags < 0
-      ? this.session.sendMethod(channel, method, fields)
+      ? native.sendMethod(this.handle, channel, method, fields)
       : native.sendAcknowledgement(this.handle, channel, method, fields.deliveryTag, flags);
     this.scheduleFlush();
     return this.writable(undefined, pending);
@@ -139,7 +139,7 @@ class Outgoing {
         if (record) record.lastPublish = publishSnapshot(fields, props);
       }
     } else {
-      pending = this.session.sendMessage(channel, method, fields, properties, props, content);
+      pending = native.sendMessage(this.handle, channel, method, fields, properties, props, content);
     }
     this.scheduleFlush();
     if (record) record.waiting++;

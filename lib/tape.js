@@ -5,12 +5,9 @@
 
 const { readers, propertyReaders } = require('./spec');
 
-const EVENT_ERROR = 0;
-const EVENT_METHOD = 1;
-const EVENT_HEADER = 2;
-const EVENT_BODY = 3;
-const EVENT_POOLED_BODY = 4;
-const EVENT_HEARTBEAT = 8;
+const {
+  EVENT_KIND, EVENT_BODY, BODY_CONTENT, POOLED_BODY_OFFSET, POOLED_BODY_LENGTH, TAPE_STRINGS_RESET, TAPE_NEW_STRINGS, TAPE_STRING_PAIRS,
+} = require('./boundary');
 
 const TAG = {
   b: 98, B: 66, s: 115, u: 117, I: 73, i: 105, l: 108, T: 84, d: 100, f: 102,
@@ -35,9 +32,9 @@ class TapeReader {
     const objects = decoded[1];
     this.objects = objects;
     this.slab = decoded[2];
-    if (tape[0] === 1) this.strings.length = 0;
-    const fresh = tape[1];
-    let i = 2;
+    if (tape[TAPE_STRINGS_RESET] === 1) this.strings.length = 0;
+    const fresh = tape[TAPE_NEW_STRINGS];
+    let i = TAPE_STRING_PAIRS;
     for (let n = 0; n < fresh; n++, i += 2) this.strings[tape[i]] = objects[tape[i + 1]];
     this.base = i;
     return i;
@@ -54,9 +51,9 @@ class TapeReader {
   // The content of the body event at slot i: a Buffer of exactly its size, its own (EVENT_BODY)
   // or a view into the slab (EVENT_POOLED_BODY: offset, length).
   content(t, i) {
-    if (t[i] === EVENT_BODY) return this.objects[t[i + 4]];
+    if (t[i + EVENT_KIND] === EVENT_BODY) return this.objects[t[i + BODY_CONTENT]];
     const slab = this.slab;
-    return Buffer.from(slab.buffer, slab.byteOffset + t[i + 4], t[i + 5]);
+    return Buffer.from(slab.buffer, slab.byteOffset + t[i + POOLED_BODY_OFFSET], t[i + POOLED_BODY_LENGTH]);
   }
 
   // A table argument: slot i holds the first slot of its entries (counted from the first
@@ -121,4 +118,4 @@ class TapeReader {
   }
 }
 
-module.exports = { TapeReader, EVENT_ERROR, EVENT_METHOD, EVENT_HEADER, EVENT_BODY, EVENT_POOLED_BODY, EVENT_HEARTBEAT };
+module.exports = { TapeReader };

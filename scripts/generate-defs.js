@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Generates the AMQP 0-9-1 protocol tables, for Rust (src/spec.rs) and for JS (lib/spec.js),
-// from the RabbitMQ spec JSON that ships as data with amqplib. Run with `npm run generate`;
+// from the RabbitMQ spec JSON that ships as data with amqplib, and the layout of what the
+// native core hands JS (src/boundary.rs, lib/boundary.js). Run with `npm run generate`;
 // the outputs are committed, so a build never needs this script.
 'use strict';
 const fs = require('node:fs');
@@ -174,6 +175,91 @@ function js() {
   return out.join('\n');
 }
 
-fs.writeFileSync(path.join(root, 'src/spec.rs'), rust());
-fs.writeFileSync(path.join(root, 'lib/spec.js'), js());
-console.log(`generated ${methods.length} methods, ${properties.length} properties, ${constants.length} constants`);
+
+// ---------- the boundary between the core and JS (src/boundary.rs, lib/boundary.js) ----------
+// What the bindings hand over per read is a tape of numbers (see src/tape.rs); both sides
+// take its event kinds and slot positions from here, as they do the readers of each method.
+
+// Slots at the start of the tape, before its events: the string table's changes.
+const TAPE_HEADER = [
+  ['strings_reset', 'Is 1 when the string table was reset before this read.'],
+  ['new_strings', 'The number of strings interned by this read; as many (id, object index) pairs follow.'],
+];
+// Slots every event starts with.
+const EVENT_HEAD = [
+  ['kind', 'The event kind (`TapeEvent`).'],
+  ['channel', 'The channel the frame came on.'],
+  ['id', 'The method or class id, or the error code; 0 otherwise.'],
+  ['length', "The event's slots, these included."],
+];
+// The events, with the slots each has after the common ones.
+const TAPE_EVENTS = [
+  { name: 'connection_error', kind: 0, doc: 'The stream can no longer be trusted; `id` is the reply code.', slots: [['text', 'Object index of the message.']] },
+  { name: 'method', kind: 1, doc: "A method frame; its arguments follow, as lib/spec.js's readers read them.", slots: [['arguments', 'The first slot of its arguments.']] },
+  { name: 'header', kind: 2, doc: 'A content header; `id` is the class id.', slots: [['body_size', 'The declared body size.'], ['properties', 'The presence flags, then the properties.']] },
+  { name: 'body', kind: 3, doc: 'A body with a Buffer of its own.', slots: [['content', 'Object index of the Buffer.']] },
+  { name: 'pooled_body', kind: 4, doc: "A small body, in the read's content slab.", slots: [['offset', 'Its offset in the slab.'], ['length', 'Its length.']] },
+  { name: 'heartbeat', kind: 8, doc: 'A heartbeat frame.', slots: [] },
+];
+// What the native socket tells JS through its one callback, `onEvent(kind, a, b)`.
+const SOCKET_EVENTS = [
+  ['connect', 1, 'Connected.'],
+  ['data', 2, 'A read was parsed: `a` is what `receive` returns.'],
+  ['drain', 3, 'Output that had to wait is all written.'],
+  ['end', 4, 'The peer ended the stream.'],
+  ['error', 5, '`a` is the errno, `b` the system call.'],
+  ['close', 6, 'Closed after an end the caller asked for; the last event.'],
+];
+
+const upper = (s) => s.toUpperCase();
+// [[constant name, slot, doc]] of every slot position.
+function slotPositions() {
+  const out = [];
+  TAPE_HEADER.forEach(([name, doc], i) => out.push([`TAPE_${upper(name)}`, i, doc]));
+  out.push(['TAPE_STRING_PAIRS', TAPE_HEADER.length, 'Where the (id, object index) pairs of new strings start.']);
+  EVENT_HEAD.forEach(([name, doc], i) => out.push([`EVENT_${upper(name)}`, i, doc]));
+  for (const e of TAPE_EVENTS) {
+    e.slots.forEach(([name, doc], i) => out.push([`${upper(e.name)}_${upper(name)}`, EVENT_HEAD.length + i, doc]));
+  }
+  return out;
+}
+
+function rustBoundary() {
+  const out = [`// ${HEADER}`, '//! The boundary between the core and JS: the event kinds and slot positions of the tape', '//! (see `tape.rs`), and the native socket\'s events. lib/boundary.js has the same.', ''];
+  out.push('/// The kinds of event on the tape.', '#[repr(u8)]', '#[derive(Clone, Copy, Debug, PartialEq, Eq)]', 'pub enum TapeEvent {');
+  for (const e of TAPE_EVENTS) out.push(`    /// ${e.doc}`, `    ${pascal(e.name.replace(/_/g, '-'))} = ${e.kind},`);
+  out.push('}', '');
+  out.push(`/// Slots every event starts with.`, `pub const EVENT_HEAD_SLOTS: usize = ${EVENT_HEAD.length};`);
+  for (const [name, slot, doc] of slotPositions()) out.push(`/// ${doc}`, `pub const ${name}: usize = ${slot};`);
+  out.push('', '/// What the native socket tells JS.', '#[repr(i32)]', '#[derive(Clone, Copy, Debug, PartialEq, Eq)]', 'pub enum SocketEvent {');
+  for (const [name, code, doc] of SOCKET_EVENTS) out.push(`    /// ${doc}`, `    ${pascal(name)} = ${code},`);
+  out.push('}', '');
+  return out.join('\n');
+}
+
+function jsBoundary() {
+  const out = [`// ${HEADER}`, "// The boundary between the native core and JS: the event kinds and slot positions of the", "// tape (see src/tape.rs), and the native socket's events. src/boundary.rs has the same.", "'use strict';", ''];
+  const names = [];
+  const define = (name, value, doc) => {
+    out.push(`// ${doc}`, `const ${name} = ${value};`);
+    names.push(name);
+  };
+  for (const e of TAPE_EVENTS) define(`EVENT_${upper(e.name)}`, e.kind, e.doc);
+  define('EVENT_HEAD_SLOTS', EVENT_HEAD.length, 'Slots every event starts with.');
+  for (const [name, slot, doc] of slotPositions()) define(name, slot, doc);
+  for (const [name, code, doc] of SOCKET_EVENTS) define(`SOCKET_${upper(name)}`, code, doc);
+  out.push('', `module.exports = {\n${names.map((n) => `  ${n},`).join('\n')}\n};`, '');
+  return out.join('\n');
+}
+
+const OUTPUTS = { 'src/spec.rs': rust, 'lib/spec.js': js, 'src/boundary.rs': rustBoundary, 'lib/boundary.js': jsBoundary };
+
+// With --check, writes nothing and fails if a committed output differs from what this
+// script generates now (the tests run it so).
+if (process.argv.includes('--check')) {
+  const stale = Object.entries(OUTPUTS).filter(([file, generate]) => fs.readFileSync(path.join(root, file), 'utf8') !== generate());
+  for (const [file] of stale) console.error(`${file} is not what scripts/generate-defs.js generates: run npm run generate`);
+  process.exit(stale.length ? 1 : 0);
+}
+for (const [file, generate] of Object.entries(OUTPUTS)) fs.writeFileSync(path.join(root, file), generate());
+console.log(`generated ${methods.length} methods, ${properties.length} properties, ${constants.length} constants, and the boundary`);

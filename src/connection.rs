@@ -1,23 +1,23 @@
 //! The sans-IO connection core: bytes in, events out; frames in, bytes out.
 //!
-//! [`Session::receive`] takes whatever the transport read, parses every complete frame into
+//! [`Connection::receive`] takes whatever the transport read, parses every complete frame into
 //! the event tape (see `tape.rs`), and keeps the tail of a partial frame for the next read.
 //! Message bodies are assembled here, per channel, into one `Vec` of exactly the declared
 //! size (bounded up front, so a lying header cannot make us allocate what never arrives).
 //! Outgoing frames are written back to back into one output buffer that the transport
 //! drains; nothing here does I/O.
 
-use crate::codec::{CodecError, Decoder, Reader, Value};
+use crate::codec::{CodecError, Decoder, Reader};
 use crate::frame::{self, parse_envelope, Envelope, OVERHEAD};
-use crate::spec::{self, FRAME_BODY, FRAME_ERROR, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, UNEXPECTED_FRAME};
-use crate::strings::{Fnv, Interner};
-use crate::tape::{Obj, Tape, EVENT_BODY, EVENT_HEADER, EVENT_HEARTBEAT, EVENT_METHOD};
+use crate::spec::{self, FRAME_BODY, FRAME_ERROR, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD};
+use crate::strings::Interner;
+use crate::boundary::{TapeEvent, BODY_CONTENT, HEADER_BODY_SIZE};
+use crate::tape::{Obj, Tape};
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 
-/// Per-channel state, keyed by channel number: FNV is plenty for two-byte keys, and SipHash
-/// showed up in profiles of receiving small messages (an assembly per message).
-type ByChannel<V> = HashMap<u16, V, BuildHasherDefault<Fnv>>;
+/// Per-channel state, keyed by channel number (SipHash, the default, showed up in profiles of
+/// receiving small messages: an assembly per message).
+type ByChannel<V> = HashMap<u16, V, ahash::RandomState>;
 
 /// The largest frame this side sends when the peers agreed on "no limit" (frameMax 0).
 pub const UNTUNED_FRAME_MAX: usize = 16 * 1024 * 1024;
@@ -65,7 +65,7 @@ struct DirectBody {
     payload_left: usize,
 }
 
-/// What one [`Session::receive_with`] read.
+/// What one [`Connection::receive_with`] read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Read {
     /// Bytes the reader filled; 0 is the end of the stream.
@@ -74,7 +74,7 @@ pub struct Read {
     pub offered: usize,
 }
 
-pub struct Session {
+pub struct Connection {
     read: Vec<u8>,
     /// Bytes at the front of `read` already parsed; dropped at the next receive, since the
     /// objects of the tape refer to `read` until then.
@@ -88,8 +88,9 @@ pub struct Session {
     strings: Interner,
     pub tape: Tape,
     pub out: Vec<u8>,
-    /// Set by a framing error: the stream can no longer be trusted, later bytes are ignored.
-    failed: bool,
+    /// Set by a framing error (the stream can no longer be trusted) and once the buffers are
+    /// released: later bytes are not parsed.
+    ignoring_input: bool,
     /// Received bytes copied in memory (into the read buffer from a stream's chunk, into a
     /// body being assembled, into a Buffer for JS), for the benchmarks and tests; what a
     /// socket read puts in the read buffer is not a copy.
@@ -116,9 +117,9 @@ impl From<CodecError> for ProtocolError {
     }
 }
 
-impl Default for Session {
+impl Default for Connection {
     fn default() -> Self {
-        Session {
+        Connection {
             read: Vec::new(),
             consumed: 0,
             frame_max: None,
@@ -127,7 +128,7 @@ impl Default for Session {
             strings: Interner::default(),
             tape: Tape::default(),
             out: Vec::new(),
-            failed: false,
+            ignoring_input: false,
             bytes_copied: 0,
             last_publish: ByChannel::default(),
             direct: None,
@@ -136,9 +137,9 @@ impl Default for Session {
     }
 }
 
-impl Session {
+impl Connection {
     pub fn new() -> Self {
-        Session::default()
+        Connection::default()
     }
 
     /// Gives back the memory of the buffers once the connection is over, rather than when the
@@ -154,7 +155,7 @@ impl Session {
         self.last_publish = ByChannel::default();
         self.direct = None;
         self.frame_end_due = None;
-        self.failed = true;
+        self.ignoring_input = true;
     }
 
     /// The frame max agreed in tuning (0 is read as "no limit").
@@ -211,7 +212,7 @@ impl Session {
     /// Parses every complete frame of what has arrived so far, plus `chunk`, onto a fresh tape.
     pub fn receive(&mut self, chunk: &[u8]) {
         self.begin_receive();
-        if !self.failed {
+        if !self.ignoring_input {
             self.read.extend_from_slice(chunk);
             self.bytes_copied += chunk.len() as u64;
         }
@@ -281,7 +282,7 @@ impl Session {
     /// Parses the frames in the read buffer. With `direct`, a large body frame left
     /// incomplete at the end continues as a [`DirectBody`].
     fn parse_received(&mut self, direct: bool) {
-        if self.failed {
+        if self.ignoring_input {
             // Nothing after a framing error can be trusted; keep reading only to see the end.
             self.read.clear();
             return;
@@ -377,7 +378,7 @@ impl Session {
     }
 
     fn fail(&mut self, e: ProtocolError) {
-        self.failed = true;
+        self.ignoring_input = true;
         self.assemblies.clear();
         self.direct = None;
         self.frame_end_due = None;
@@ -392,7 +393,7 @@ impl Session {
             FRAME_HEADER => self.header_frame(env.channel, payload_at, payload_end),
             FRAME_BODY => self.body_frame(env.channel, payload_at, payload_end),
             FRAME_HEARTBEAT => {
-                let at = self.tape.begin_event(EVENT_HEARTBEAT, env.channel, 0);
+                let at = self.tape.begin_event(TapeEvent::Heartbeat, env.channel, 0);
                 self.tape.end_event(at);
                 Ok(())
             }
@@ -407,7 +408,7 @@ impl Session {
         let id = r.u32()?;
         let method = spec::method(id).ok_or(CodecError::UnknownMethod)?;
         let objects = self.tape.objects.len();
-        let at = self.tape.begin_event(EVENT_METHOD, channel, id);
+        let at = self.tape.begin_event(TapeEvent::Method, channel, id);
         let mut decoder = Decoder { strings: &mut self.strings, tape: &mut self.tape, base: from + 4 };
         let mut args = Reader::new(&self.read[from + 4..to]);
         if let Err(e) = decoder.method_args(method, &mut args) {
@@ -425,7 +426,8 @@ impl Session {
         let body_size = r.u64()?;
         let props = spec::properties(class_id).ok_or(CodecError::UnknownProperties)?;
         let objects = self.tape.objects.len();
-        let at = self.tape.begin_event(EVENT_HEADER, channel, class_id as u32);
+        let at = self.tape.begin_event(TapeEvent::Header, channel, class_id as u32);
+        debug_assert_eq!(self.tape.len(), at + HEADER_BODY_SIZE);
         self.tape.push(body_size as f64);
         let mut decoder = Decoder { strings: &mut self.strings, tape: &mut self.tape, base: from + 12 };
         let mut rest = Reader::new(&self.read[from + 12..to]);
@@ -452,11 +454,13 @@ impl Session {
             return Ok(());
         };
         if piece.len() as u64 > assembly.remaining {
-            self.assemblies.remove(&channel);
-            return Err(ProtocolError {
-                code: UNEXPECTED_FRAME,
-                message: format!("Content body on channel {channel} longer than its header declared"),
-            });
+            // More than the header declared: what came is handed on, longer than declared,
+            // and the channel refuses it with a channel error, as amqplib's does.
+            let mut done = self.assemblies.remove(&channel).expect("the assembly found above");
+            done.content.extend_from_slice(piece);
+            let content = self.tape.object(Obj::Content(done.content));
+            self.emit_body(channel, content);
+            return Ok(());
         }
         if assembly.content.is_empty() && piece.len() as u64 == assembly.remaining {
             // The whole body in one frame: it is copied straight from the read buffer into
@@ -486,53 +490,37 @@ impl Session {
     }
 
     fn emit_body(&mut self, channel: u16, content: f64) {
-        let at = self.tape.begin_event(EVENT_BODY, channel, 0);
+        let at = self.tape.begin_event(TapeEvent::Body, channel, 0);
+        debug_assert_eq!(self.tape.len(), at + BODY_CONTENT);
         self.tape.push(content);
         self.tape.end_event(at);
     }
 
     // ------------------------------------------------------------ outgoing
 
-    /// A method frame; one too large to send (its tables, say) is refused, nothing sent.
-    pub fn send_method<V: Value>(&mut self, channel: u16, method_id: u32, fields: &V) -> crate::codec::Result<()> {
-        let method = spec::method(method_id).ok_or(CodecError::UnknownMethod)?;
-        let start = self.out.len();
-        frame::write_method(&mut self.out, channel, method, fields)?;
-        if let Err(e) = self.check_sendable(&self.out[start..]) {
-            self.out.truncate(start);
-            return Err(e);
-        }
+    /// Frames encoded by the caller (a method's, say): refused, nothing sent, if one is too
+    /// large to send (its tables, say).
+    pub fn send_frames(&mut self, frames: &[u8]) -> crate::codec::Result<()> {
+        self.check_sendable(frames)?;
+        self.out.extend_from_slice(frames);
         Ok(())
     }
 
-    /// A method with content: method, header and body frames, back to back. On an encoding
-    /// error nothing of the message is left in the output.
-    pub fn send_message<M: Value, P: Value>(
-        &mut self,
-        channel: u16,
-        method_id: u32,
-        fields: &M,
-        class_id: u16,
-        properties: &P,
-        content: &[u8],
-    ) -> crate::codec::Result<()> {
-        self.send_content(channel, |out| {
-            let method = spec::method(method_id).ok_or(CodecError::UnknownMethod)?;
-            frame::write_method(out, channel, method, fields)?;
-            let props = spec::properties(class_id).ok_or(CodecError::UnknownProperties)?;
-            frame::write_header(out, channel, props, content.len() as u64, properties, u16::MAX)
-        }, content)
-    }
-
-    /// basic.publish with its content, the hot path of sending: its method and header frames
-    /// `head` (from `frame::write_publish_head`), then its body frames. The head is kept for a
-    /// publish with the same arguments.
-    /// publish with the same arguments. Frames too large to send are refused, nothing sent.
-    pub fn send_publish_head(&mut self, channel: u16, head: &[u8], content: &[u8]) -> crate::codec::Result<()> {
+    /// A method with content: its method and header frames `head`, encoded by the caller
+    /// (`frame::write_method` and `write_header`), then `content` split into body frames.
+    /// Frames too large to send are refused, nothing sent.
+    pub fn send_content(&mut self, channel: u16, head: &[u8], content: &[u8]) -> crate::codec::Result<()> {
         let frame_max = self.body_frame_max()?;
         self.check_sendable(head)?;
         self.out.extend_from_slice(head);
         frame::write_body(&mut self.out, channel, content, frame_max);
+        Ok(())
+    }
+
+    /// basic.publish with its content, the hot path of sending: as [`send_content`](Self::send_content),
+    /// with `head` from `frame::write_publish_head`, kept for a publish with the same arguments.
+    pub fn send_publish_head(&mut self, channel: u16, head: &[u8], content: &[u8]) -> crate::codec::Result<()> {
+        self.send_content(channel, head, content)?;
         let last = self.last_publish.entry(channel).or_default();
         last.clear();
         last.extend_from_slice(head);
@@ -566,22 +554,6 @@ impl Session {
         true
     }
 
-    /// Writes a content method and header with `head`, then the body frames; on an encoding
-    /// error nothing of the message is left in the output.
-    fn send_content<F>(&mut self, channel: u16, head: F, content: &[u8]) -> crate::codec::Result<()>
-    where
-        F: FnOnce(&mut Vec<u8>) -> crate::codec::Result<()>,
-    {
-        let frame_max = self.body_frame_max()?;
-        let start = self.out.len();
-        if let Err(e) = head(&mut self.out).and_then(|()| self.check_sendable(&self.out[start..])) {
-            self.out.truncate(start);
-            return Err(e);
-        }
-        frame::write_body(&mut self.out, channel, content, frame_max);
-        Ok(())
-    }
-
     pub fn send_heartbeat(&mut self) {
         self.out.extend_from_slice(&frame::HEARTBEAT);
     }
@@ -594,15 +566,14 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::test_value::{TapeView, TestValue};
-    use crate::tape::{EVENT_ERROR, EVENT_HEARTBEAT, EVENT_POOLED_BODY};
+    use crate::test_support::{content_head, method_frame, TapeView, TestValue};
     use proptest::prelude::*;
 
     /// (kind, channel, id) of an event.
     type Event = (u8, u16, u32);
 
     /// (kind, channel, id) of each event of the last receive.
-    fn events(session: &Session) -> Vec<Event> {
+    fn events(session: &Connection) -> Vec<Event> {
         let slots = session.tape.to_slots();
         let view = TapeView::new(&slots, &session.tape, session.read_buffer());
         let mut out = Vec::new();
@@ -625,21 +596,22 @@ mod tests {
 
     /// The bytes a server would send for one delivery of `body` on channel 1.
     fn delivery(body: &[u8], frame_max: usize) -> Vec<u8> {
-        let mut server = Session::new();
+        let mut server = Connection::new();
         server.set_frame_max(frame_max);
         let props = TestValue::object(&[("contentType", TestValue::Str("text/plain".into()))]);
-        server.send_message(1, spec::BASIC_DELIVER.id, &deliver_fields("ctag"), 60, &props, body).unwrap();
+        let head = content_head(1, spec::BASIC_DELIVER.id, &deliver_fields("ctag"), &props, body.len()).unwrap();
+        server.send_content(1, &head, body).unwrap();
         server.out
     }
 
     #[test]
     fn a_delivery_is_method_header_and_one_assembled_body() {
         let body: Vec<u8> = (0..10_000u32).map(|n| n as u8).collect();
-        let mut client = Session::new();
+        let mut client = Connection::new();
         client.receive(&delivery(&body, 4096));
         assert_eq!(
             events(&client),
-            vec![(EVENT_METHOD, 1, spec::BASIC_DELIVER.id), (EVENT_HEADER, 1, 60), (EVENT_BODY, 1, 0)]
+            vec![(TapeEvent::Method as u8, 1, spec::BASIC_DELIVER.id), (TapeEvent::Header as u8, 1, 60), (TapeEvent::Body as u8, 1, 0)]
         );
         let content = client.tape.objects.iter().find_map(|o| match o {
             Obj::Content(c) => Some(c),
@@ -654,10 +626,10 @@ mod tests {
     fn small_bodies_in_one_frame_share_the_read_s_content_slab() {
         let mut bytes = delivery(b"small", 4096);
         bytes.extend(delivery(b"second", 4096));
-        let mut client = Session::new();
+        let mut client = Connection::new();
         client.receive(&bytes);
         let kinds: Vec<u8> = events(&client).iter().map(|e| e.0).collect();
-        assert_eq!(kinds, [EVENT_METHOD, EVENT_HEADER, EVENT_POOLED_BODY, EVENT_METHOD, EVENT_HEADER, EVENT_POOLED_BODY]);
+        assert_eq!(kinds, [TapeEvent::Method as u8, TapeEvent::Header as u8, TapeEvent::PooledBody as u8, TapeEvent::Method as u8, TapeEvent::Header as u8, TapeEvent::PooledBody as u8]);
         let slab: Vec<u8> = client.tape.pooled.iter().flat_map(|&(start, len)| &client.read_buffer()[start..start + len]).copied().collect();
         assert_eq!(slab, b"smallsecond");
         assert_eq!(client.tape.pooled_bytes(), 11);
@@ -668,7 +640,7 @@ mod tests {
     #[test]
     fn a_large_body_in_one_frame_is_handed_over_from_the_read_buffer() {
         let body = vec![7u8; POOLED_BODY_MAX + 1];
-        let mut client = Session::new();
+        let mut client = Connection::new();
         client.receive(&delivery(&body, 131072));
         let bytes = client.tape.objects.iter().find_map(|o| match o {
             Obj::Bytes { start, len } => Some(&client.read_buffer()[*start..start + len]),
@@ -680,7 +652,7 @@ mod tests {
 
     #[test]
     fn released_buffers_are_given_back_and_nothing_more_is_parsed() {
-        let mut client = Session::new();
+        let mut client = Connection::new();
         client.receive(&delivery(&[1; 5000], 4096)[..3000]);
         client.release_buffers();
         assert_eq!(client.read.capacity(), 0);
@@ -704,13 +676,13 @@ mod tests {
                 TestValue::Num(n) => n as u64,
                 _ => unreachable!(),
             };
-            let mut fast = Session::new();
+            let mut fast = Connection::new();
             fast.send_acknowledgement(3, method.id, tag, flags).unwrap();
-            let mut general = Session::new();
-            general.send_method(3, method.id, &TestValue::object(&fields)).unwrap();
+            let mut general = Connection::new();
+            general.send_frames(&method_frame(3, method.id, &TestValue::object(&fields)).unwrap()).unwrap();
             assert_eq!(fast.out, general.out, "{}", method.name);
         }
-        let mut session = Session::new();
+        let mut session = Connection::new();
         assert!(session.send_acknowledgement(1, spec::BASIC_PUBLISH.id, 1, 0).is_err());
         assert!(session.out.is_empty());
     }
@@ -720,15 +692,15 @@ mod tests {
         let props = TestValue::object(&[("contentType", TestValue::Str("text/plain".into())), ("headers", TestValue::object(&[]))]);
         let (ex, rk) = (TestValue::Str("ex".into()), TestValue::Str("rk".into()));
         let args = frame::Publish { exchange: &ex, routing_key: &rk, mandatory: true, immediate: false, properties: &props, present: 0x8000 | 0x2000 };
-        let publish = |session: &mut Session, content: &[u8]| {
+        let publish = |session: &mut Connection, content: &[u8]| {
             let mut head = Vec::new();
             frame::write_publish_head(&mut head, 1, &args, content.len()).unwrap();
             session.send_publish_head(1, &head, content).unwrap();
         };
-        let mut fresh = Session::new();
+        let mut fresh = Connection::new();
         publish(&mut fresh, &[1; 10]);
         publish(&mut fresh, &[2; 5000]);
-        let mut again = Session::new();
+        let mut again = Connection::new();
         publish(&mut again, &[1; 10]);
         assert!(again.send_publish_again(1, &[2; 5000]));
         assert_eq!(again.out, fresh.out);
@@ -739,19 +711,19 @@ mod tests {
     fn split_at_every_byte_gives_the_same_events() {
         let bytes = [delivery(b"hello world", 4096), frame::HEARTBEAT.to_vec()].concat();
         for cut in 0..bytes.len() {
-            let mut client = Session::new();
+            let mut client = Connection::new();
             client.receive(&bytes[..cut]);
             let mut seen = events(&client);
             client.receive(&bytes[cut..]);
             seen.extend(events(&client));
             assert_eq!(seen.len(), 4, "cut at {cut}");
-            assert_eq!(seen[3].0, EVENT_HEARTBEAT);
+            assert_eq!(seen[3].0, TapeEvent::Heartbeat as u8);
         }
     }
 
     /// Feeds `bytes` through `receive_with`, each read given at most `chunk` bytes; returns
     /// the events of every read and the assembled contents.
-    fn read_through(client: &mut Session, bytes: &[u8], chunk: usize) -> (Vec<Event>, Vec<Vec<u8>>) {
+    fn read_through(client: &mut Connection, bytes: &[u8], chunk: usize) -> (Vec<Event>, Vec<Vec<u8>>) {
         let (mut seen, mut contents, mut at) = (Vec::new(), Vec::new(), 0);
         while at < bytes.len() {
             let read = client
@@ -778,13 +750,13 @@ mod tests {
         let body: Vec<u8> = (0..300_000u32).map(|n| (n % 251) as u8).collect();
         let bytes = [delivery(&body, 131072), frame::HEARTBEAT.to_vec(), delivery(b"after", 131072)].concat();
         for chunk in [1, 7, 1000, 65536, 200_000, usize::MAX] {
-            let mut client = Session::new();
+            let mut client = Connection::new();
             client.set_frame_max(131072);
             let (seen, contents) = read_through(&mut client, &bytes, chunk);
             let kinds: Vec<u8> = seen.iter().map(|e| e.0).collect();
             assert_eq!(
                 kinds,
-                [EVENT_METHOD, EVENT_HEADER, EVENT_BODY, EVENT_HEARTBEAT, EVENT_METHOD, EVENT_HEADER, EVENT_POOLED_BODY],
+                [TapeEvent::Method as u8, TapeEvent::Header as u8, TapeEvent::Body as u8, TapeEvent::Heartbeat as u8, TapeEvent::Method as u8, TapeEvent::Header as u8, TapeEvent::PooledBody as u8],
                 "chunk {chunk}"
             );
             assert_eq!(contents, std::slice::from_ref(&body), "chunk {chunk}");
@@ -799,16 +771,16 @@ mod tests {
         let mut bytes = delivery(&vec![1u8; 100_000], 131072);
         let end = bytes.len() - 1;
         bytes[end] = 0;
-        let mut client = Session::new();
+        let mut client = Connection::new();
         client.set_frame_max(131072);
         let (seen, contents) = read_through(&mut client, &bytes, 4096);
         assert!(contents.is_empty(), "no body from a bad frame");
-        assert_eq!(seen.iter().find(|e| e.0 == EVENT_ERROR).map(|e| e.2), Some(FRAME_ERROR));
+        assert_eq!(seen.iter().find(|e| e.0 == TapeEvent::ConnectionError as u8).map(|e| e.2), Some(FRAME_ERROR));
     }
 
     #[test]
     fn repeated_strings_are_sent_to_js_once() {
-        let mut client = Session::new();
+        let mut client = Connection::new();
         client.receive(&delivery(b"a", 4096));
         let first = client.tape.to_slots()[1];
         client.receive(&delivery(b"b", 4096));
@@ -819,11 +791,11 @@ mod tests {
 
     #[test]
     fn a_header_declaring_an_enormous_body_reserves_a_bounded_amount() {
-        let mut server = Session::new();
-        server.send_method(1, spec::BASIC_DELIVER.id, &deliver_fields("t")).unwrap();
+        let mut server = Connection::new();
+        server.send_frames(&method_frame(1, spec::BASIC_DELIVER.id, &deliver_fields("t")).unwrap()).unwrap();
         let mut header = Vec::new();
         frame::write_header(&mut header, 1, &spec::BASIC_PROPERTIES, u64::MAX / 2, &TestValue::object(&[]), u16::MAX).unwrap();
-        let mut client = Session::new();
+        let mut client = Connection::new();
         client.receive(&[server.out, header].concat());
         let reserved: usize = client.assemblies.values().map(|a| a.content.capacity()).sum();
         assert_eq!(reserved, 0, "nothing is reserved before the body arrives");
@@ -838,17 +810,17 @@ mod tests {
     fn frames_over_the_frame_max_are_accepted_up_to_max_frame_size() {
         // Some brokers send a delivery's body unsplit, over the negotiated frame max.
         let unsplit = delivery(&[7u8; 20_000], 131_072);
-        let mut client = Session::new();
+        let mut client = Connection::new();
         client.set_frame_max(4096);
         client.receive(&unsplit);
-        assert_eq!(events(&client).last().map(|e| e.0), Some(EVENT_BODY));
+        assert_eq!(events(&client).last().map(|e| e.0), Some(TapeEvent::Body as u8));
         // The limit is checked from the header alone, before the payload arrives.
-        let mut client = Session::new();
+        let mut client = Connection::new();
         client.set_max_frame_size(16_384);
         client.receive(&unsplit[..unsplit.len() - 10_000]);
         assert_eq!(error_code(&client), Some(FRAME_ERROR));
         // 0 lifts the limit.
-        let mut client = Session::new();
+        let mut client = Connection::new();
         client.set_max_frame_size(0);
         client.receive(&delivery(&vec![1u8; DEFAULT_MAX_FRAME_SIZE + 1], UNTUNED_FRAME_MAX * 8));
         assert_eq!(error_code(&client), None);
@@ -856,34 +828,36 @@ mod tests {
 
     #[test]
     fn frames_too_large_to_send_are_refused_and_nothing_is_sent() {
-        let mut client = Session::new();
+        let mut client = Connection::new();
         client.set_frame_max(4096);
         let big = TestValue::object(&[("x-big", TestValue::Str("x".repeat(5000)))]);
         let declare = TestValue::object(&[("queue", TestValue::Str("q".into())), ("arguments", big.clone())]);
-        let e = client.send_method(1, spec::QUEUE_DECLARE.id, &declare).unwrap_err();
+        let e = client.send_frames(&method_frame(1, spec::QUEUE_DECLARE.id, &declare).unwrap()).unwrap_err();
         assert!(matches!(e, CodecError::FrameTooLarge { max: 4096, .. }), "{e}");
-        let e = client.send_message(1, spec::BASIC_PUBLISH.id, &TestValue::object(&[]), 60, &TestValue::object(&[("headers", big)]), b"x");
+        let head = content_head(1, spec::BASIC_PUBLISH.id, &TestValue::object(&[]), &TestValue::object(&[("headers", big)]), 1).unwrap();
+        let e = client.send_content(1, &head, b"x");
         assert!(matches!(e, Err(CodecError::FrameTooLarge { .. })));
         assert!(client.out.is_empty(), "nothing of either is left to send");
         // A frame max with no room for a body byte refuses content, whatever its size; other
         // frames up to the spec's minimum size still go.
         client.set_frame_max(8);
-        client.send_method(1, spec::CHANNEL_OPEN.id, &TestValue::object(&[])).unwrap();
+        client.send_frames(&method_frame(1, spec::CHANNEL_OPEN.id, &TestValue::object(&[])).unwrap()).unwrap();
         client.out.clear();
-        let e = client.send_message(1, spec::BASIC_PUBLISH.id, &TestValue::object(&[]), 60, &TestValue::object(&[]), b"");
+        let head = content_head(1, spec::BASIC_PUBLISH.id, &TestValue::object(&[]), &TestValue::object(&[]), 0).unwrap();
+        let e = client.send_content(1, &head, b"");
         assert_eq!(e, Err(CodecError::NoRoomForBody(8)));
         assert!(!client.send_publish_again(1, b"x"));
         assert!(client.out.is_empty());
     }
 
-    fn error_code(session: &Session) -> Option<u32> {
-        events(session).into_iter().find(|e| e.0 == EVENT_ERROR).map(|e| e.2)
+    fn error_code(session: &Connection) -> Option<u32> {
+        events(session).into_iter().find(|e| e.0 == TapeEvent::ConnectionError as u8).map(|e| e.2)
     }
 
     #[test]
     fn hostile_frames_are_errors_and_later_bytes_are_ignored() {
         let oversize = [3u8, 0, 1, 0, 0, 0x20, 0];
-        let mut client = Session::new();
+        let mut client = Connection::new();
         client.set_max_frame_size(4096);
         client.receive(&oversize);
         assert_eq!(error_code(&client), Some(FRAME_ERROR));
@@ -892,23 +866,42 @@ mod tests {
 
         let mut unknown_type = frame::HEARTBEAT;
         unknown_type[0] = 9;
-        let mut client = Session::new();
+        let mut client = Connection::new();
         client.receive(&unknown_type);
         assert_eq!(error_code(&client), Some(FRAME_ERROR));
 
+    }
+
+    #[test]
+    fn a_body_longer_than_declared_is_handed_on_for_its_channel_to_refuse() {
+        // In one frame, and in a second frame after part of the body: the connection goes on,
+        // and the channel sees more content than its header declared (and closes, in JS).
         let mut too_long = delivery(b"abc", 4096);
         let body_at = too_long.len() - 11; // 7 header bytes, 3 of body, frame-end
         too_long[body_at + 6] = 4; // the body frame claims 4 bytes where the header said 3
         too_long.insert(too_long.len() - 1, b'd');
-        let mut client = Session::new();
-        client.receive(&too_long);
-        assert_eq!(error_code(&client), Some(UNEXPECTED_FRAME));
+        let mut split = delivery(b"abcdef", 8 + 3); // three body bytes per frame
+        let last_body = split.len() - 11;
+        split[last_body + 6] = 4;
+        split.insert(split.len() - 1, b'g');
+        for (bytes, whole) in [(too_long, &b"abcd"[..]), (split, &b"abcdefg"[..])] {
+            let mut client = Connection::new();
+            client.receive(&bytes);
+            assert_eq!(error_code(&client), None);
+            let content = client.tape.objects.iter().find_map(|o| match o {
+                Obj::Content(c) => Some(c.as_slice()),
+                _ => None,
+            });
+            assert_eq!(content, Some(whole));
+            client.receive(&frame::HEARTBEAT);
+            assert_eq!(events(&client), vec![(TapeEvent::Heartbeat as u8, 0, 0)]);
+        }
     }
 
     proptest! {
         #[test]
         fn fuzz_frame_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
-            let mut client = Session::new();
+            let mut client = Connection::new();
             client.receive(&bytes);
             client.receive(&bytes);
         }
@@ -919,7 +912,7 @@ mod tests {
             let at = at % bytes.len();
             bytes[at] = byte;
             let cut = cut % bytes.len();
-            let mut client = Session::new();
+            let mut client = Connection::new();
             client.receive(&bytes[..cut]);
             client.receive(&bytes[cut..]);
             prop_assert!(client.read_buffer().len() <= bytes.len());
@@ -931,16 +924,99 @@ mod tests {
             let mut bytes = [delivery(&body, 65536), delivery(b"after", 65536)].concat();
             let at = at % bytes.len();
             bytes[at] = byte;
-            let mut client = Session::new();
+            let mut client = Connection::new();
             client.set_frame_max(65536);
             let (seen, contents) = read_through(&mut client, &bytes, chunk);
-            let failed = seen.iter().any(|e| e.0 == EVENT_ERROR);
+            let failed = seen.iter().any(|e| e.0 == TapeEvent::ConnectionError as u8);
             for content in &contents {
                 prop_assert!(content.len() <= bytes.len(), "nothing beyond what arrived");
             }
             if !failed && bytes[at] == body[0] && at > 200 && at < bytes.len() - 100 {
                 prop_assert_eq!(&contents, std::slice::from_ref(&body), "a byte of the body changed to itself");
             }
+        }
+    }
+}
+
+/// The channel rules of the content state machine, read by a client core from a scripted
+/// server core, at every read size that matters.
+#[cfg(test)]
+mod pair_tests {
+    use crate::spec;
+    use crate::test_support::{Pair, Seen, TestValue};
+
+    const READS: [usize; 5] = [1, 3, 17, 4096, usize::MAX];
+
+    fn deliver(channel: u16, size: u64) -> [Seen; 2] {
+        [Seen::Method { channel, id: spec::BASIC_DELIVER.id }, Seen::Header { channel, size }]
+    }
+
+    #[test]
+    fn bodies_on_interleaved_channels_are_assembled_apart() {
+        for chunk in READS {
+            let mut pair = Pair::new(4096 + 8);
+            let (one, two) = (vec![1u8; 10_000], vec![2u8; 5_000]);
+            // Frames of two messages, interleaved as a broker may send them.
+            pair.deliver(1, 1, &one);
+            let first = std::mem::take(&mut pair.server.out);
+            pair.deliver(2, 1, &two);
+            let second = std::mem::take(&mut pair.server.out);
+            let (a, b) = (crate::test_support::split_frames(&first), crate::test_support::split_frames(&second));
+            for i in 0..a.len().max(b.len()) {
+                for f in [a.get(i), b.get(i)].into_iter().flatten() {
+                    pair.raw(f);
+                }
+            }
+            let seen = pair.read(chunk);
+            let bodies: Vec<_> = seen.into_iter().filter(|s| matches!(s, Seen::Body { .. })).collect();
+            assert_eq!(bodies, [Seen::Body { channel: 2, content: two.clone() }, Seen::Body { channel: 1, content: one.clone() }], "read {chunk}");
+        }
+    }
+
+    #[test]
+    fn a_method_in_the_middle_of_a_body_ends_it_and_is_handed_on() {
+        for chunk in READS {
+            let mut pair = Pair::new(4096 + 8);
+            pair.deliver(1, 1, &[7; 6000]);
+            let mut bytes = std::mem::take(&mut pair.server.out);
+            bytes.truncate(bytes.len() - (6000 - 4096) - 8); // the last body frame never comes
+            pair.raw(&bytes).method(1, spec::BASIC_CANCEL_OK.id, &[("consumerTag", TestValue::Str("c".into()))]);
+            pair.deliver(1, 2, b"next");
+            let seen = pair.read(chunk);
+            let mut expected = deliver(1, 6000).to_vec();
+            expected.push(Seen::Method { channel: 1, id: spec::BASIC_CANCEL_OK.id });
+            expected.extend(deliver(1, 4));
+            expected.push(Seen::Body { channel: 1, content: b"next".to_vec() });
+            assert_eq!(seen, expected, "read {chunk}: the partial body is dropped, the channel sees the method");
+        }
+    }
+
+    #[test]
+    fn an_empty_message_has_no_body_and_a_stray_body_is_handed_on() {
+        for chunk in READS {
+            let mut pair = Pair::new(4096 + 8);
+            pair.deliver(1, 1, b"");
+            pair.raw(&[3, 0, 1, 0, 0, 0, 5, b's', b't', b'r', b'a', b'y', 0xce]);
+            let seen = pair.read(chunk);
+            let mut expected = deliver(1, 0).to_vec();
+            expected.push(Seen::Body { channel: 1, content: b"stray".to_vec() });
+            assert_eq!(seen, expected, "read {chunk}");
+        }
+    }
+
+    #[test]
+    fn heartbeats_between_body_frames_do_not_disturb_the_body() {
+        for chunk in READS {
+            let mut pair = Pair::new(4096 + 8);
+            pair.deliver(1, 1, &[9; 9000]);
+            let bytes = std::mem::take(&mut pair.server.out);
+            for f in crate::test_support::split_frames(&bytes) {
+                pair.raw(f).raw(&crate::frame::HEARTBEAT);
+            }
+            let seen = pair.read(chunk);
+            assert_eq!(seen.iter().filter(|s| **s == Seen::Heartbeat).count(), 5, "read {chunk}");
+            assert!(seen.contains(&Seen::Body { channel: 1, content: vec![9; 9000] }), "read {chunk}");
+            assert!(!seen.iter().any(|s| matches!(s, Seen::ConnectionError { .. })));
         }
     }
 }

@@ -7,34 +7,14 @@
 
 use crate::tape::Tape;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 pub const MAX_ENTRIES: usize = 4096;
 /// Longer strings are rarely repeated and cost more to keep than to decode.
 pub const MAX_LEN: usize = 128;
 
-/// FNV-1a: short keys, no need for DoS resistance since the table is bounded and reset.
-#[derive(Default)]
-pub struct Fnv(u64);
-
-impl Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 { 0xcbf29ce484222325 } else { self.0 };
-        for &b in bytes {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x100000001b3);
-        }
-        self.0 = h;
-    }
-}
-
 #[derive(Default)]
 pub struct Interner {
-    ids: HashMap<Box<[u8]>, u32, BuildHasherDefault<Fnv>>,
+    ids: HashMap<Box<[u8]>, u32, ahash::RandomState>,
 }
 
 impl Interner {

@@ -6,11 +6,12 @@
 //! one literal, of a stable shape. Strings that repeat are interned: their slot holds an id
 //! into a JS-side array that only receives a string the first time it is seen.
 //!
-//! Layout: slot 0 is 1 when the string table was reset before this read (JS empties its
-//! array), slot 1 the number `n` of newly interned strings, then `n` pairs
-//! `(string id, object index)`, then the events. Each event starts with four slots,
-//! `kind, channel, id, length` (length counts all of the event's slots), followed by
-//! its fixed slots and then any table data.
+//! Layout (its positions are generated, in `boundary.rs` and lib/boundary.js): the string
+//! table's changes (whether it was reset before this read, so JS empties its array; then
+//! `n`, the number of newly interned strings, and `n` pairs `(string id, object index)`),
+//! then the events. Each event starts with the same slots (`kind, channel, id, length`,
+//! length counting all of the event's slots), followed by its fixed slots and then any
+//! table data.
 //!
 //! A string slot holds `id >= 0` for an interned string, or `-(index + 1)` for a string
 //! object of this read. Other object slots hold the object's index.
@@ -22,12 +23,7 @@
 //! cost that dominated receiving small messages), as Node pools its own small Buffers. What
 //! a retained message keeps alive is bounded by what one read brought.
 
-pub const EVENT_ERROR: u8 = 0;
-pub const EVENT_METHOD: u8 = 1;
-pub const EVENT_HEADER: u8 = 2;
-pub const EVENT_BODY: u8 = 3;
-pub const EVENT_POOLED_BODY: u8 = 4;
-pub const EVENT_HEARTBEAT: u8 = 8;
+use crate::boundary::*;
 
 /// A value JS must be given as an object rather than a number.
 #[derive(Debug, PartialEq)]
@@ -76,8 +72,11 @@ impl Tape {
     /// A body event whose content is `start..start + len` of the decoded buffer, to be
     /// copied into this read's content slab.
     pub fn pooled_body(&mut self, channel: u16, start: usize, len: usize) {
-        let at = self.begin_event(EVENT_POOLED_BODY, channel, 0);
-        self.slots.extend_from_slice(&[self.pooled_bytes as f64, len as f64]);
+        let at = self.begin_event(TapeEvent::PooledBody, channel, 0);
+        let offset = self.reserve(2);
+        self.slots[at + POOLED_BODY_OFFSET] = self.pooled_bytes as f64;
+        self.slots[at + POOLED_BODY_LENGTH] = len as f64;
+        debug_assert_eq!(offset, at + POOLED_BODY_OFFSET);
         self.end_event(at);
         self.pooled.push((start, len));
         self.pooled_bytes += len;
@@ -124,14 +123,17 @@ impl Tape {
         self.reset_strings = true;
     }
 
-    pub fn begin_event(&mut self, kind: u8, channel: u16, id: u32) -> usize {
-        let at = self.slots.len();
-        self.slots.extend_from_slice(&[kind as f64, channel as f64, id as f64, 0.0]);
+    /// Starts an event; its own slots follow, then [`end_event`](Self::end_event).
+    pub fn begin_event(&mut self, kind: TapeEvent, channel: u16, id: u32) -> usize {
+        let at = self.reserve(EVENT_HEAD_SLOTS);
+        self.slots[at + EVENT_KIND] = kind as u8 as f64;
+        self.slots[at + EVENT_CHANNEL] = channel as f64;
+        self.slots[at + EVENT_ID] = id as f64;
         at
     }
 
     pub fn end_event(&mut self, at: usize) {
-        self.slots[at + 3] = (self.slots.len() - at) as f64;
+        self.slots[at + EVENT_LENGTH] = (self.slots.len() - at) as f64;
     }
 
     /// Drops an event that failed to decode, with the objects it had added.
@@ -143,23 +145,24 @@ impl Tape {
 
     pub fn error_event(&mut self, code: u16, message: String) {
         let text = self.object(Obj::Text(message));
-        let at = self.begin_event(EVENT_ERROR, 0, code as u32);
+        let at = self.begin_event(TapeEvent::ConnectionError, 0, code as u32);
+        debug_assert_eq!(self.slots.len(), at + CONNECTION_ERROR_TEXT);
         self.slots.push(text);
         self.end_event(at);
     }
 
     /// Slots of the whole tape as JS reads it.
     pub fn total_slots(&self) -> usize {
-        2 + 2 * self.new_strings.len() + self.slots.len()
+        TAPE_STRING_PAIRS + 2 * self.new_strings.len() + self.slots.len()
     }
 
     /// Writes the whole tape as JS reads it, the string-table header and then the events,
     /// into `out` (of exactly [`total_slots`](Self::total_slots) slots).
     pub fn write_slots(&self, out: &mut [f64]) {
         let (header, events) = out.split_at_mut(out.len() - self.slots.len());
-        header[0] = self.reset_strings as u8 as f64;
-        header[1] = self.new_strings.len() as f64;
-        for (pair, &(id, index)) in header[2..].chunks_exact_mut(2).zip(&self.new_strings) {
+        header[TAPE_STRINGS_RESET] = self.reset_strings as u8 as f64;
+        header[TAPE_NEW_STRINGS] = self.new_strings.len() as f64;
+        for (pair, &(id, index)) in header[TAPE_STRING_PAIRS..].chunks_exact_mut(2).zip(&self.new_strings) {
             pair[0] = id as f64;
             pair[1] = index as f64;
         }

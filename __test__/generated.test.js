@@ -1,0 +1,35 @@
+'use strict';
+// The protocol tables and the boundary layout are generated, for Rust and JS alike, by
+// scripts/generate-defs.js; the committed files must be exactly what it generates now, and
+// what the native core hands over must read as lib/boundary.js says.
+
+const { describe, it } = require('node:test');
+const assert = require('node:assert');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const native = require('../lib/native');
+const boundary = require('../lib/boundary');
+
+describe('generated files', () => {
+  it('are what scripts/generate-defs.js generates', () => {
+    const run = spawnSync(process.execPath, [path.join(__dirname, '..', 'scripts', 'generate-defs.js'), '--check'], { encoding: 'utf8' });
+    assert.strictEqual(run.status, 0, run.stderr);
+  });
+
+  it('lay out a read as the native core writes it', () => {
+    const session = new native.Session();
+    const heartbeat = Buffer.from([8, 0, 0, 0, 0, 0, 0, 0xce]);
+    const received = native.receive(session.hotHandle(), heartbeat);
+    const tape = received[0];
+    assert.strictEqual(tape[boundary.TAPE_NEW_STRINGS], 0);
+    const at = boundary.TAPE_STRING_PAIRS;
+    assert.strictEqual(tape[at + boundary.EVENT_KIND], boundary.EVENT_HEARTBEAT);
+    assert.strictEqual(tape[at + boundary.EVENT_LENGTH], boundary.EVENT_HEAD_SLOTS);
+    assert.strictEqual(tape.length, at + boundary.EVENT_HEAD_SLOTS);
+    const bad = native.receive(session.hotHandle(), Buffer.from([9, 0, 0, 0, 0, 0, 0, 0xce]));
+    const error = bad[0];
+    assert.strictEqual(error[at + boundary.EVENT_KIND], boundary.EVENT_CONNECTION_ERROR);
+    assert.strictEqual(error[at + boundary.EVENT_ID], 501);
+    assert.match(bad[1][error[at + boundary.CONNECTION_ERROR_TEXT]], /Unknown frame type 9/);
+  });
+});

@@ -1,0 +1,143 @@
+//! Handing decoded events to JS: the tape as a Float64Array, its objects (strings, Buffers)
+//! as an Array, and the read's content slab, in one value per read (see `tape.rs`).
+
+use super::errors::{napi_ok, JsError};
+use crate::connection::Connection;
+use crate::tape::{Obj, Tape};
+use napi::sys;
+use std::ptr;
+
+type Result<T> = std::result::Result<T, JsError>;
+
+unsafe extern "C" fn drop_content(env: sys::napi_env, _data: *mut std::ffi::c_void, hint: *mut std::ffi::c_void) {
+    // SAFETY: `hint` is the Box<Vec<u8>> leaked in `content_buffer`, finalised exactly once.
+    let content = unsafe { Box::from_raw(hint.cast::<Vec<u8>>()) };
+    let mut total = 0;
+    // SAFETY: finalizers run on the env's own thread.
+    unsafe { sys::napi_adjust_external_memory(env, -(content.capacity() as i64), &mut total) };
+}
+
+/// A Buffer that takes ownership of an assembled body, without copying it again.
+fn content_buffer(env: sys::napi_env, content: Vec<u8>) -> Result<sys::napi_value> {
+    let mut out = ptr::null_mut();
+    if content.is_empty() {
+        let mut data = ptr::null_mut();
+        // SAFETY: env is live; creates an empty JS-owned Buffer.
+        napi_ok(unsafe { sys::napi_create_buffer(env, 0, &mut data, &mut out) })?;
+        return Ok(out);
+    }
+    let mut boxed = Box::new(content);
+    let (data, len, capacity) = (boxed.as_mut_ptr(), boxed.len(), boxed.capacity());
+    let hint = Box::into_raw(boxed);
+    // SAFETY: the Vec stays alive (leaked into `hint`) until Node runs `drop_content`.
+    let status = unsafe {
+        sys::napi_create_external_buffer(env, len, data.cast(), Some(drop_content), hint.cast(), &mut out)
+    };
+    if status == sys::Status::napi_ok {
+        // Tell V8 about memory it cannot see, so that it collects these Buffers as promptly
+        // as its own; the finalizer takes the amount back.
+        let mut total = 0;
+        // SAFETY: env is live on this thread.
+        unsafe { sys::napi_adjust_external_memory(env, capacity as i64, &mut total) };
+        return Ok(out);
+    }
+    // External buffers not allowed (e.g. a sandboxed runtime): fall back to one copy.
+    // SAFETY: `hint` was not taken by Node since the call failed; reclaim it.
+    let content = unsafe { Box::from_raw(hint) };
+    let mut copied = ptr::null_mut();
+    napi_ok(unsafe { sys::napi_create_buffer_copy(env, len, content.as_ptr().cast(), &mut copied, &mut out) })?;
+    Ok(out)
+}
+
+pub(super) fn js_string(env: sys::napi_env, bytes: &[u8]) -> Result<sys::napi_value> {
+    let mut out = ptr::null_mut();
+    // SAFETY: env is live; bytes is a valid slice for the duration of the call.
+    napi_ok(unsafe { sys::napi_create_string_utf8(env, bytes.as_ptr().cast(), bytes.len() as isize, &mut out) })?;
+    Ok(out)
+}
+
+fn js_object(env: sys::napi_env, obj: Obj, source: &[u8]) -> Result<sys::napi_value> {
+    match obj {
+        Obj::Str { start, len } => js_string(env, &source[start..start + len]),
+        Obj::Text(text) => js_string(env, text.as_bytes()),
+        Obj::Bytes { start, len } => {
+            let mut out = ptr::null_mut();
+            let mut data = ptr::null_mut();
+            let bytes = &source[start..start + len];
+            // SAFETY: env is live; copies `len` bytes from a valid slice.
+            napi_ok(unsafe { sys::napi_create_buffer_copy(env, len, bytes.as_ptr().cast(), &mut data, &mut out) })?;
+            Ok(out)
+        }
+        Obj::Content(content) => content_buffer(env, content),
+    }
+}
+
+/// Bytes the objects of `tape` and its content slab will copy out of the decoded buffer.
+fn bytes_to_copy(tape: &Tape) -> u64 {
+    let objects: usize = tape.objects.iter().map(|o| if let Obj::Bytes { len, .. } = o { *len } else { 0 }).sum();
+    (objects + tape.pooled_bytes()) as u64
+}
+
+/// The read's content slab: one Buffer with the pooled bodies back to back (see `tape.rs`),
+/// or undefined when there are none.
+fn content_slab(env: sys::napi_env, tape: &Tape, source: &[u8]) -> Result<sys::napi_value> {
+    let mut out = ptr::null_mut();
+    if tape.pooled.is_empty() {
+        napi_ok(unsafe { sys::napi_get_undefined(env, &mut out) })?;
+        return Ok(out);
+    }
+    let mut data = ptr::null_mut();
+    // SAFETY: env is live; `data` receives a fresh store of `pooled_bytes` bytes, which the
+    // ranges (each within `source`, together exactly that many bytes) fill completely.
+    unsafe {
+        napi_ok(sys::napi_create_buffer(env, tape.pooled_bytes(), &mut data, &mut out))?;
+        let slab = std::slice::from_raw_parts_mut(data.cast::<u8>(), tape.pooled_bytes());
+        let mut at = 0;
+        for &(start, len) in &tape.pooled {
+            slab[at..at + len].copy_from_slice(&source[start..start + len]);
+            at += len;
+        }
+    }
+    Ok(out)
+}
+
+/// `[tape, objects, slab]`: the tape as a Float64Array, its objects as an Array, and the
+/// read's content slab.
+pub(super) fn hand_over(env: sys::napi_env, tape: &mut Tape, source: &[u8]) -> Result<sys::napi_value> {
+    let slots = tape.total_slots();
+    let mut array_buffer = ptr::null_mut();
+    let mut data = ptr::null_mut();
+    // SAFETY: env is live; `data` receives a fresh JS-owned store of `slots` f64s (8-byte
+    // aligned, as V8 allocates array buffers) that `write_slots` fills completely.
+    unsafe {
+        napi_ok(sys::napi_create_arraybuffer(env, slots * 8, &mut data, &mut array_buffer))?;
+        tape.write_slots(std::slice::from_raw_parts_mut(data.cast::<f64>(), slots));
+    }
+    let slab = content_slab(env, tape, source)?;
+    let mut typed = ptr::null_mut();
+    let mut objects = ptr::null_mut();
+    let mut received = ptr::null_mut();
+    // SAFETY: env is live; all handles were created in this call.
+    unsafe {
+        napi_ok(sys::napi_create_typedarray(env, sys::TypedarrayType::float64_array, slots, array_buffer, 0, &mut typed))?;
+        napi_ok(sys::napi_create_array_with_length(env, tape.objects.len(), &mut objects))?;
+        for (i, obj) in tape.objects.drain(..).enumerate() {
+            let value = js_object(env, obj, source)?;
+            napi_ok(sys::napi_set_element(env, objects, i as u32, value))?;
+        }
+        napi_ok(sys::napi_create_array_with_length(env, 3, &mut received))?;
+        napi_ok(sys::napi_set_element(env, received, 0, typed))?;
+        napi_ok(sys::napi_set_element(env, received, 1, objects))?;
+        napi_ok(sys::napi_set_element(env, received, 2, slab))?;
+    }
+    Ok(received)
+}
+
+/// `[tape, objects, slab]` for what `core` last received, counting the bytes they copy.
+pub(super) fn hand_over_received(env: sys::napi_env, core: &mut Connection) -> Result<sys::napi_value> {
+    core.bytes_copied += bytes_to_copy(&core.tape);
+    let (tape, read) = (&mut core.tape as *mut Tape, core.read_buffer());
+    // SAFETY: `tape` and the read buffer are disjoint fields of `core`.
+    hand_over(env, unsafe { &mut *tape }, read)
+}
+

@@ -1,0 +1,74 @@
+//! The connection core as a JS class (`native.Session`): made once per connection, it owns
+//! the sans-IO core and, where the platform has it, the native socket. What is called per
+//! message or per read goes through `hot.rs` instead, with a handle made here.
+
+use super::hot;
+use crate::connection::Connection;
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+/// One connection's codec state (read buffer, body assembly, string table, output) and, for
+/// amqp:// where the platform has the native socket, the TCP socket it reads and writes
+/// itself (see `socket.rs`).
+#[napi(js_name = "Session")]
+pub struct NativeConnection {
+    pub(super) core: Connection,
+    #[cfg(native_socket)]
+    pub(super) socket: Option<Box<super::socket::SocketState>>,
+}
+
+#[napi]
+impl NativeConnection {
+    #[napi(constructor, catch_unwind)]
+    pub fn new() -> Self {
+        NativeConnection {
+            core: Connection::new(),
+            #[cfg(native_socket)]
+            socket: None,
+        }
+    }
+
+    /// A handle for the per-message entry points (see `hot.rs`), which keeps this
+    /// connection alive.
+    #[napi(catch_unwind)]
+    pub fn hot_handle(&mut self, env: Env, this: This) -> Result<Unknown<'_>> {
+        let handle = hot::handle(env.raw(), self, this.object.raw()).map_err(|e| super::errors::thrown(env.raw(), e))?;
+        // SAFETY: `handle` was created in this call's env.
+        Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), handle) })
+    }
+
+    #[napi(catch_unwind)]
+    pub fn send_heartbeat(&mut self) {
+        self.core.send_heartbeat();
+    }
+
+    #[napi(catch_unwind)]
+    pub fn send_bytes(&mut self, bytes: BufferSlice) {
+        self.core.send_bytes(&bytes);
+    }
+
+    /// Bytes encoded and not yet taken by the transport.
+    #[napi(getter, catch_unwind)]
+    pub fn pending_output(&self) -> u32 {
+        self.core.out.len() as u32
+    }
+
+    /// The connection is over: give back the buffers' memory now (see `release_buffers`).
+    #[napi(catch_unwind)]
+    pub fn release(&mut self) {
+        #[cfg(native_socket)]
+        self.close_socket();
+        self.core.release_buffers();
+    }
+
+    #[napi(catch_unwind)]
+    pub fn set_frame_max(&mut self, frame_max: u32) {
+        self.core.set_frame_max(frame_max as usize);
+    }
+
+    /// The largest frame payload accepted from the peer; 0 for no limit.
+    #[napi(catch_unwind)]
+    pub fn set_max_frame_size(&mut self, max: f64) {
+        self.core.set_max_frame_size(if max >= usize::MAX as f64 { 0 } else { max as usize });
+    }
+}

@@ -1,0 +1,266 @@
+//! The native socket's driver: a connection core's TCP socket and the libuv poll handle that
+//! watches it on Node's loop, with no Node-API. The bindings create it, and when the poll
+//! callback fires they pull from a [`Wake`], one [`Step`] at a time, what to tell JS. No
+//! borrow of the driver or the core is held between steps, so the JS a step runs may use the
+//! connection freely (send, flush, end or destroy the socket).
+
+use crate::boundary::SocketEvent;
+use crate::connection::Connection;
+use crate::transport::TcpSocket;
+use crate::uv;
+use std::ffi::{c_int, c_void};
+use std::io;
+
+/// The most one wake-up reads before it returns to the event loop (and comes back on the
+/// next turn, the socket being still readable), so a broker that keeps the socket full
+/// cannot starve timers, I/O of other handles, or Node-API finalizers (which run in the
+/// loop's check phase and free the contents JS has dropped). libuv's own stream reads
+/// stop after 32 reads of 64 KB in the same way.
+pub const READ_BUDGET: usize = 2 * 1024 * 1024;
+
+pub struct Driver {
+    pub tcp: TcpSocket,
+    poll: *mut c_void,
+    connecting: bool,
+    /// Close once everything queued has been written (JS asked to end).
+    ending: bool,
+    /// Output could not all be written; tell JS when it has been.
+    drain_owed: bool,
+    /// The bindings' poll callback, given again whenever the events polled for change.
+    on_poll: uv::PollCallback,
+}
+
+/// What the bindings do next for a wake-up.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Tell JS (for `Data`, handing over what the core decoded).
+    Emit(SocketEvent),
+    /// Tell JS of the error, then close the socket.
+    Fail { errno: i32, syscall: &'static str },
+    /// Tell JS the socket is closed (everything asked for was written), then close it.
+    Close,
+}
+
+/// Where a wake-up is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    Start,
+    Reading,
+    /// JS has had a read's events: write its replies, then read on.
+    Replying,
+    Writing,
+    Done,
+}
+
+/// One poll callback's work, pulled step by step.
+pub struct Wake {
+    status: c_int,
+    events: c_int,
+    stage: Stage,
+    budget: usize,
+    /// The last read filled all it was offered: more may wait.
+    more: bool,
+}
+
+fn errno_of(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+impl Driver {
+    /// Starts connecting to `ip:port`, polled on `event_loop`, whose callbacks get `data`.
+    ///
+    /// # Safety
+    /// `event_loop` is Node's live uv loop, on this thread; `data` stays valid until
+    /// [`close`](Self::close).
+    pub unsafe fn connect(event_loop: *mut c_void, ip: std::net::IpAddr, port: u16, on_poll: uv::PollCallback, data: *mut c_void) -> io::Result<Driver> {
+        let uv = uv::uv().map_err(io::Error::other)?;
+        let tcp = TcpSocket::connect(ip, port)?;
+        let poll = uv::alloc_poll(uv);
+        // SAFETY: `poll` is zeroed memory of uv_poll_t's size; the fd is a live socket.
+        let init = unsafe { (uv.poll_init)(event_loop, poll, tcp.fd()) };
+        if init < 0 {
+            // SAFETY: libuv did not take the handle.
+            unsafe { uv::free_poll(poll) };
+            return Err(io::Error::from_raw_os_error(-init));
+        }
+        // SAFETY: the handle is initialised; the caller keeps `data` valid until close.
+        unsafe { uv::set_data(poll, data) };
+        let driver = Driver { tcp, poll, connecting: true, ending: false, drain_owed: false, on_poll };
+        driver.poll_for(uv::WRITABLE);
+        Ok(driver)
+    }
+
+    fn poll_for(&self, events: c_int) {
+        if let Ok(uv) = uv::uv() {
+            // SAFETY: the poll handle is live until `close`.
+            unsafe { (uv.poll_start)(self.poll, events, self.on_poll) };
+        }
+    }
+
+    /// Stops polling and closes the socket.
+    pub fn close(self) {
+        if let Ok(uv) = uv::uv() {
+            // SAFETY: the handle is live; libuv frees nothing until the close callback,
+            // which only releases the handle's memory.
+            unsafe {
+                (uv.poll_stop)(self.poll);
+                (uv.close)(self.poll, Some(uv::free_poll));
+            }
+        }
+        // Dropping `self.tcp` closes the descriptor.
+    }
+
+    /// Writes what `core` has queued: true when all is written; false when the rest waits
+    /// for writability (a drain follows).
+    fn write_out(&mut self, core: &mut Connection) -> io::Result<bool> {
+        let tcp = &mut self.tcp;
+        let all = core.write_with(|bytes| tcp.write(bytes))?;
+        if !all {
+            self.drain_owed = true;
+            self.poll_for(uv::READABLE | uv::WRITABLE);
+        }
+        Ok(all)
+    }
+
+    /// Writes what is queued, from JS: 1 all written, 0 the rest waits (a drain follows), or a
+    /// negative errno.
+    pub fn flush(&mut self, core: &mut Connection) -> i32 {
+        if self.connecting || self.drain_owed {
+            return 0; // the poll callback writes when the socket is ready
+        }
+        match self.write_out(core) {
+            Ok(all) => all as i32,
+            Err(e) => -errno_of(&e),
+        }
+    }
+
+    /// Asks to close once what is queued is written: true if that is now (the caller closes),
+    /// else a `Close` step follows.
+    pub fn end(&mut self, core: &mut Connection) -> bool {
+        match self.write_out(core) {
+            Ok(false) => {
+                self.ending = true;
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// A poll callback's `status` and `events`, to be worked through with [`Wake::next`].
+    pub fn wake(status: c_int, events: c_int) -> Wake {
+        Wake { status, events, stage: Stage::Start, budget: READ_BUDGET, more: false }
+    }
+}
+
+impl Wake {
+    /// The next step of this wake-up, or None when it is done.
+    pub fn next(&mut self, driver: &mut Driver, core: &mut Connection) -> Option<Step> {
+        loop {
+            let step = match self.stage {
+                Stage::Start => self.start(driver),
+                Stage::Reading => self.read(driver, core),
+                Stage::Replying => self.reply(driver, core),
+                Stage::Writing => self.write(driver, core),
+                Stage::Done => return None,
+            };
+            if step.is_some() {
+                return step;
+            }
+        }
+    }
+
+    fn start(&mut self, driver: &mut Driver) -> Option<Step> {
+        self.stage = Stage::Done;
+        if self.status < 0 {
+            // libuv reports a socket error (POLLERR) as EBADF; the socket knows the real one.
+            let errno = match driver.tcp.take_error() {
+                Ok(Some(e)) => errno_of(&e),
+                _ => -self.status,
+            };
+            // A broken pipe is what a write finds, as Node names it ("write EPIPE").
+            let syscall = match (driver.connecting, errno) {
+                (true, _) => "connect",
+                (false, libc::EPIPE) => "write",
+                _ => "read",
+            };
+            return Some(Step::Fail { errno, syscall });
+        }
+        if driver.connecting {
+            if self.events & uv::WRITABLE == 0 {
+                return None;
+            }
+            driver.connecting = false;
+            return Some(match driver.tcp.take_error() {
+                Ok(None) => {
+                    driver.poll_for(uv::READABLE);
+                    Step::Emit(SocketEvent::Connect)
+                }
+                Ok(Some(e)) | Err(e) => Step::Fail { errno: errno_of(&e), syscall: "connect" },
+            });
+        }
+        self.stage = if self.events & uv::READABLE != 0 { Stage::Reading } else { Stage::Writing };
+        None
+    }
+
+    /// One read into the core: its events for JS, the end of the stream, or nothing more.
+    fn read(&mut self, driver: &mut Driver, core: &mut Connection) -> Option<Step> {
+        let tcp = &mut driver.tcp;
+        match core.receive_with(|buf| tcp.read(buf)) {
+            Ok(read) if read.filled == 0 => {
+                self.stage = Stage::Done;
+                Some(Step::Emit(SocketEvent::End))
+            }
+            Ok(read) => {
+                self.more = read.filled == read.offered;
+                self.budget = self.budget.saturating_sub(read.filled);
+                if !core.tape.is_empty() {
+                    self.stage = Stage::Replying;
+                    return Some(Step::Emit(SocketEvent::Data));
+                }
+                self.after_read();
+                None
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.stage = Stage::Writing;
+                None
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => None,
+            Err(e) => {
+                self.stage = Stage::Done;
+                Some(Step::Fail { errno: errno_of(&e), syscall: "read" })
+            }
+        }
+    }
+
+    /// Reads on while the socket may have more and the budget lasts; then writes.
+    fn after_read(&mut self) {
+        // When the budget is spent, more may wait: the poll fires again on the next turn.
+        self.stage = if self.more && self.budget > 0 { Stage::Reading } else { Stage::Writing };
+    }
+
+    /// A reply to what was read leaves before this read returns.
+    fn reply(&mut self, driver: &mut Driver, core: &mut Connection) -> Option<Step> {
+        if let Err(e) = driver.write_out(core) {
+            self.stage = Stage::Done;
+            return Some(Step::Fail { errno: errno_of(&e), syscall: "write" });
+        }
+        self.after_read();
+        None
+    }
+
+    fn write(&mut self, driver: &mut Driver, core: &mut Connection) -> Option<Step> {
+        self.stage = Stage::Done;
+        if self.events & uv::WRITABLE == 0 {
+            return None;
+        }
+        match driver.write_out(core) {
+            Err(e) => Some(Step::Fail { errno: errno_of(&e), syscall: "write" }),
+            Ok(false) => None,
+            Ok(true) if driver.ending => Some(Step::Close),
+            Ok(true) => {
+                driver.poll_for(uv::READABLE);
+                std::mem::take(&mut driver.drain_owed).then_some(Step::Emit(SocketEvent::Drain))
+            }
+        }
+    }
+}
