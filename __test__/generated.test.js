@@ -17,16 +17,16 @@ describe('generated files', () => {
   });
 
   it('lay out a read as the native core writes it', () => {
-    const session = new native.Session();
+    const session = new native.NativeConnection();
     const heartbeat = Buffer.from([8, 0, 0, 0, 0, 0, 0, 0xce]);
-    const received = native.receive(session.hotHandle(), heartbeat);
+    const received = native.receive(session.handle(), heartbeat);
     const tape = received[0];
     assert.strictEqual(tape[boundary.TAPE_NEW_STRINGS], 0);
     const at = boundary.TAPE_STRING_PAIRS;
     assert.strictEqual(tape[at + boundary.EVENT_KIND], boundary.EVENT_HEARTBEAT);
     assert.strictEqual(tape[at + boundary.EVENT_LENGTH], boundary.EVENT_HEAD_SLOTS);
     assert.strictEqual(tape.length, at + boundary.EVENT_HEAD_SLOTS);
-    const bad = native.receive(session.hotHandle(), Buffer.from([9, 0, 0, 0, 0, 0, 0, 0xce]));
+    const bad = native.receive(session.handle(), Buffer.from([9, 0, 0, 0, 0, 0, 0, 0xce]));
     const error = bad[0];
     assert.strictEqual(error[at + boundary.EVENT_KIND], boundary.EVENT_CONNECTION_ERROR);
     assert.strictEqual(error[at + boundary.EVENT_ID], 501);

@@ -19,8 +19,8 @@ describe('native addon', () => {
   });
 
   it('the hot entry points take only a connection handle, and keep the kinds of codec errors', () => {
-    const session = new native.Session();
-    const handle = session.hotHandle();
+    const session = new native.NativeConnection();
+    const handle = session.handle();
     assert.throws(() => native.sendAcknowledgement({}, 1, defs.BasicAck, 1, 0), /Not a connection handle/);
     assert.throws(() => native.sendAcknowledgement(handle, 1, defs.BasicQos, 1, 0), /Unknown class\/method ID/);
     assert.throws(() => native.sendMethod(handle, 1, defs.BasicQos, { prefetchCount: 70000 }), RangeError);

@@ -15,8 +15,8 @@ const { Outgoing } = require('../lib/outgoing');
 const STREAM = { writableLength: 0, write: () => true, once: () => {} };
 
 function outgoing(withRecord) {
-  const session = new native.Session();
-  const handle = session.hotHandle();
+  const session = new native.NativeConnection();
+  const handle = session.handle();
   const channels = withRecord ? [undefined, { waiting: 0, lastPublish: null, highWaterMark: 0 }] : [];
   return { out: new Outgoing(STREAM, session, handle, channels, false), handle };
 }

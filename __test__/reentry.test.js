@@ -13,8 +13,8 @@ const { TapeReader } = require('../lib/tape');
 const { EVENT_METHOD, EVENT_KIND, EVENT_ID, EVENT_LENGTH, EVENT_CONNECTION_ERROR } = require('../lib/boundary');
 
 function connection() {
-  const session = new native.Session();
-  return { session, handle: session.hotHandle() };
+  const session = new native.NativeConnection();
+  return { session, handle: session.handle() };
 }
 
 // The method ids of the frames in `bytes`, as a peer would read them.

@@ -22,8 +22,8 @@ const PROPS = {
 };
 
 function nsPerPublish(withCache, size) {
-  const session = new native.Session();
-  const handle = session.hotHandle();
+  const session = new native.NativeConnection();
+  const handle = session.handle();
   const channels = withCache ? [undefined, { waiting: 0, lastPublish: null, highWaterMark: 0 }] : [];
   const out = new Outgoing(STREAM, session, handle, channels, false);
   const content = Buffer.alloc(size, 1);

@@ -35,9 +35,9 @@ class Connection extends EventEmitter {
     // hands us bytes and takes the session's output.
     this.native = underlying instanceof NativeSocket;
     this.stream = this.native ? underlying : wrapStream(underlying);
-    this.session = this.native ? underlying.session : new native.Session();
+    this.session = this.native ? underlying.session : new native.NativeConnection();
     // The handle the per-message and per-read native calls take (src/bindings/hot.rs).
-    const handle = this.native ? underlying.handle : this.session.hotHandle();
+    const handle = this.native ? underlying.handle : this.session.handle();
 
     this._frameMax = constants.FRAME_MIN_SIZE;
     this._maxFrameSize = DEFAULT_MAX_FRAME_SIZE;

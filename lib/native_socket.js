@@ -31,9 +31,9 @@ const NET_ONLY_OPTIONS = [
 class NativeSocket extends EventEmitter {
   constructor() {
     super();
-    this.session = new native.Session();
+    this.session = new native.NativeConnection();
     // The handle the per-message and per-read native calls take (src/bindings/hot.rs).
-    this.handle = this.session.hotHandle();
+    this.handle = this.session.handle();
     this.received = [];
     this.open = false;
     this.destroyed = false;

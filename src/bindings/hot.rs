@@ -3,7 +3,7 @@
 //! napi-rs's class methods track every borrow of the native object in a global, locked map,
 //! which costs about 0.35 µs a call: more than the work of an acknowledgement or a repeated
 //! publish. These functions take instead a handle (an External made by
-//! `NativeConnection#hotHandle`) that points at the connection and holds a strong reference
+//! `NativeConnection#handle`) that points at the connection and holds a strong reference
 //! to its JS object, so the connection lives at least as long as the handle.
 //!
 //! Sound by construction, through [`Call`]: reading a user's value may run JS (getters,

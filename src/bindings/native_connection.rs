@@ -1,4 +1,4 @@
-//! The connection core as a JS class (`native.Session`): made once per connection, it owns
+//! The connection core as a JS class (`native.NativeConnection`): made once per connection, it owns
 //! the sans-IO core and, where the platform has it, the native socket. What is called per
 //! message or per read goes through `hot.rs` instead, with a handle made here.
 
@@ -10,7 +10,7 @@ use napi_derive::napi;
 /// One connection's codec state (read buffer, body assembly, string table, output) and, for
 /// amqp:// where the platform has the native socket, the TCP socket it reads and writes
 /// itself (see `socket.rs`).
-#[napi(js_name = "Session")]
+#[napi]
 pub struct NativeConnection {
     pub(super) core: Connection,
     #[cfg(native_socket)]
@@ -31,7 +31,7 @@ impl NativeConnection {
     /// A handle for the per-message entry points (see `hot.rs`), which keeps this
     /// connection alive.
     #[napi(catch_unwind)]
-    pub fn hot_handle(&mut self, env: Env, this: This) -> Result<Unknown<'_>> {
+    pub fn handle(&mut self, env: Env, this: This) -> Result<Unknown<'_>> {
         let handle = hot::handle(env.raw(), self, this.object.raw()).map_err(|e| super::errors::thrown(env.raw(), e))?;
         // SAFETY: `handle` was created in this call's env.
         Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), handle) })
