@@ -8,8 +8,9 @@
 // what a client allocates per message: more scavenges, and major GCs sooner.
 //
 // Count: 1,000,000 by default; run.js passes 200,000 (so that the whole issue-16 set fits in
-// about 12 minutes on two cores: filling runs at ~55,000/s here, consuming at 25,000-50,000/s)
-// and 20,000 with --quick. Heap: run.js runs 128 and 2048.
+// about 10 minutes on two cores: filling runs at ~55,000/s here, consuming at 20,000-50,000/s,
+// and each library runs twice per round) and 20,000 with --quick. Heap: run.js runs 128 and
+// 2048.
 //
 //   node benchmarks/tiny.js <lib> <heap MB> [count]
 
