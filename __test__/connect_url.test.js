@@ -306,6 +306,13 @@ describe('connect: details', () => {
     assert.strictEqual(plan.fields.locale, 'en_US');
   });
 
+  it('noDelay is on unless asked off (amqplib leaves Nagle on: see the README)', () => {
+    assert.strictEqual(prepareConnect().noDelay, true);
+    assert.strictEqual(prepareConnect('amqp://localhost', { noDelay: false }).noDelay, false);
+    assert.strictEqual(prepareConnect('amqp://localhost', { noDelay: null }).noDelay, false);
+    assert.strictEqual(prepareConnect('amqp://localhost', { noDelay: 1 }).noDelay, true);
+  });
+
   it('client properties: ours, with the user’s laid over them key by key', () => {
     const props = prepareConnect('amqp://localhost', { clientProperties: { connection_name: 'app' } }).fields
       .clientProperties;

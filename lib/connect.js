@@ -173,7 +173,9 @@ function prepareConnect(url, socketOptions) {
     protocol: plan.protocol,
     fields: plan.fields,
     sockopts,
-    noDelay: !!sockopts.noDelay,
+    // On unless asked off: our writes are already one per turn, so Nagle's algorithm only
+    // adds delay (with delayed ACKs, tens of ms per round trip); amqplib leaves it on.
+    noDelay: sockopts.noDelay === undefined ? true : !!sockopts.noDelay,
     keepAlive: !!sockopts.keepAlive,
     keepAliveDelay: sockopts.keepAliveDelay || 0,
     timeout: sockopts.timeout,
