@@ -13,6 +13,7 @@ const assert = require('node:assert');
 const path = require('node:path');
 
 const Args = require('../lib/api_args');
+const { prng } = require('./helpers');
 
 const amqplibDir = path.dirname(require.resolve('amqplib'));
 const RefArgs = require(path.join(amqplibDir, 'lib/api_args.js'));
@@ -64,17 +65,6 @@ function deepFreeze(value) {
   return value;
 }
 
-// Small deterministic PRNG (mulberry32), so failures are reproducible.
-function prng(seed) {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 // Build an options object choosing, for each key, either to leave it out
 // or one of its candidate values. Sometimes no options object at all.

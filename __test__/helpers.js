@@ -143,7 +143,21 @@ async function closeQuietly(closable) {
   }
 }
 
+// A small deterministic generator (mulberry32): random inputs from a fixed seed, so that a
+// failure replays.
+function prng(seed) {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
 module.exports = {
+  prng,
   ROOT,
   APPS_DIR,
   AMQP_URL,

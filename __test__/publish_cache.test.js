@@ -10,6 +10,7 @@ const assert = require('node:assert');
 const native = require('../lib/native');
 const defs = require('../lib/defs');
 const { Outgoing } = require('../lib/outgoing');
+const { prng } = require('./helpers');
 
 // A stream that takes nothing: the test reads the session's output itself.
 const STREAM = { writableLength: 0, write: () => true, once: () => {} };
@@ -21,21 +22,10 @@ function outgoing(withRecord) {
   return { out: new Outgoing(STREAM, session, handle, channels, false), handle };
 }
 
-// A small deterministic generator (mulberry32).
-function random(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe('the publish repeat cache', () => {
   it('sends exactly the bytes of a fresh encoding, whatever changes between publishes', () => {
-    const next = random(20261203);
+    const next = prng(20261203);
     const pick = (list) => list[Math.floor(next() * list.length)];
     const headers = { a: 1 };
     const nested = { list: [1] };

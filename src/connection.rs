@@ -724,24 +724,14 @@ mod tests {
     /// Feeds `bytes` through `receive_with`, each read given at most `chunk` bytes; returns
     /// the events of every read and the assembled contents.
     fn read_through(client: &mut Connection, bytes: &[u8], chunk: usize) -> (Vec<Event>, Vec<Vec<u8>>) {
-        let (mut seen, mut contents, mut at) = (Vec::new(), Vec::new(), 0);
-        while at < bytes.len() {
-            let read = client
-                .receive_with(|spare| {
-                    let n = spare.len().min(chunk).min(bytes.len() - at);
-                    for (slot, &byte) in spare.iter_mut().zip(&bytes[at..at + n]) {
-                        slot.write(byte);
-                    }
-                    Ok(n)
-                })
-                .unwrap();
-            at += read.filled;
+        let (mut seen, mut contents) = (Vec::new(), Vec::new());
+        crate::test_support::read_in_pieces(client, bytes, chunk, |client| {
             seen.extend(events(client));
             contents.extend(client.tape.objects.drain(..).filter_map(|o| match o {
                 Obj::Content(c) => Some(c),
                 _ => None,
             }));
-        }
+        });
         (seen, contents)
     }
 
@@ -749,7 +739,9 @@ mod tests {
     fn large_bodies_are_read_straight_into_their_assembly() {
         let body: Vec<u8> = (0..300_000u32).map(|n| (n % 251) as u8).collect();
         let bytes = [delivery(&body, 131072), frame::HEARTBEAT.to_vec(), delivery(b"after", 131072)].concat();
-        for chunk in [1, 7, 1000, 65536, 200_000, usize::MAX] {
+        // (Under Miri, which runs some 10,000 times slower, the tiny reads are left out.)
+        let chunks: &[usize] = if cfg!(miri) { &[1000, 65536, usize::MAX] } else { &[1, 7, 1000, 65536, 200_000, usize::MAX] };
+        for &chunk in chunks {
             let mut client = Connection::new();
             client.set_frame_max(131072);
             let (seen, contents) = read_through(&mut client, &bytes, chunk);
@@ -926,6 +918,8 @@ mod tests {
             bytes[at] = byte;
             let mut client = Connection::new();
             client.set_frame_max(65536);
+            // (Miri, some 10,000 times slower, reads in larger pieces.)
+            let chunk = if cfg!(miri) { chunk.max(8192) } else { chunk };
             let (seen, contents) = read_through(&mut client, &bytes, chunk);
             let failed = seen.iter().any(|e| e.0 == TapeEvent::ConnectionError as u8);
             for content in &contents {
@@ -945,7 +939,8 @@ mod pair_tests {
     use crate::spec;
     use crate::test_support::{Pair, Seen, TestValue};
 
-    const READS: [usize; 5] = [1, 3, 17, 4096, usize::MAX];
+    /// Read sizes (under Miri, which runs some 10,000 times slower, the tiniest are left out).
+    const READS: &[usize] = if cfg!(miri) { &[17, 4096, usize::MAX] } else { &[1, 3, 17, 4096, usize::MAX] };
 
     fn deliver(channel: u16, size: u64) -> [Seen; 2] {
         [Seen::Method { channel, id: spec::BASIC_DELIVER.id }, Seen::Header { channel, size }]
@@ -953,7 +948,7 @@ mod pair_tests {
 
     #[test]
     fn bodies_on_interleaved_channels_are_assembled_apart() {
-        for chunk in READS {
+        for &chunk in READS {
             let mut pair = Pair::new(4096 + 8);
             let (one, two) = (vec![1u8; 10_000], vec![2u8; 5_000]);
             // Frames of two messages, interleaved as a broker may send them.
@@ -975,7 +970,7 @@ mod pair_tests {
 
     #[test]
     fn a_method_in_the_middle_of_a_body_ends_it_and_is_handed_on() {
-        for chunk in READS {
+        for &chunk in READS {
             let mut pair = Pair::new(4096 + 8);
             pair.deliver(1, 1, &[7; 6000]);
             let mut bytes = std::mem::take(&mut pair.server.out);
@@ -993,7 +988,7 @@ mod pair_tests {
 
     #[test]
     fn an_empty_message_has_no_body_and_a_stray_body_is_handed_on() {
-        for chunk in READS {
+        for &chunk in READS {
             let mut pair = Pair::new(4096 + 8);
             pair.deliver(1, 1, b"");
             pair.raw(&[3, 0, 1, 0, 0, 0, 5, b's', b't', b'r', b'a', b'y', 0xce]);
@@ -1006,7 +1001,7 @@ mod pair_tests {
 
     #[test]
     fn heartbeats_between_body_frames_do_not_disturb_the_body() {
-        for chunk in READS {
+        for &chunk in READS {
             let mut pair = Pair::new(4096 + 8);
             pair.deliver(1, 1, &[9; 9000]);
             let bytes = std::mem::take(&mut pair.server.out);

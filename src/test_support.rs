@@ -261,30 +261,17 @@ impl Pair {
     /// The client reads everything sent so far, in reads of at most `chunk` bytes.
     pub fn read(&mut self, chunk: usize) -> Vec<Seen> {
         let bytes = std::mem::take(&mut self.server.out);
-        let (mut seen, mut at) = (Vec::new(), 0);
-        while at < bytes.len() {
-            let read = self
-                .client
-                .receive_with(|spare| {
-                    let n = spare.len().min(chunk).min(bytes.len() - at);
-                    for (slot, &byte) in spare.iter_mut().zip(&bytes[at..at + n]) {
-                        slot.write(byte);
-                    }
-                    Ok(n)
-                })
-                .unwrap();
-            at += read.filled;
-            seen.extend(self.seen());
-        }
+        let mut seen = Vec::new();
+        read_in_pieces(&mut self.client, &bytes, chunk, |client| seen.extend(Pair::seen_by(client)));
         seen
     }
 
-    /// The events of the client's last read.
-    fn seen(&self) -> Vec<Seen> {
+    /// The events of `client`'s last read.
+    fn seen_by(client: &crate::connection::Connection) -> Vec<Seen> {
         use crate::boundary::*;
-        let tape = &self.client.tape;
+        let tape = &client.tape;
         let slots = tape.to_slots();
-        let source = self.client.read_buffer();
+        let source = client.read_buffer();
         let mut out = Vec::new();
         let mut i = TapeView::new(&slots, tape, source).base;
         while i < slots.len() {
@@ -326,4 +313,23 @@ pub fn split_frames(bytes: &[u8]) -> Vec<&[u8]> {
         rest = tail;
     }
     out
+}
+
+/// Feeds `bytes` to `client` through `receive_with`, each read given at most `chunk` bytes,
+/// calling `after_each` after every read.
+pub fn read_in_pieces(client: &mut crate::connection::Connection, bytes: &[u8], chunk: usize, mut after_each: impl FnMut(&mut crate::connection::Connection)) {
+    let mut at = 0;
+    while at < bytes.len() {
+        let read = client
+            .receive_with(|spare| {
+                let n = spare.len().min(chunk).min(bytes.len() - at);
+                for (slot, &byte) in spare.iter_mut().zip(&bytes[at..at + n]) {
+                    slot.write(byte);
+                }
+                Ok(n)
+            })
+            .unwrap();
+        at += read.filled;
+        after_each(client);
+    }
 }
