@@ -566,6 +566,7 @@ impl Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::boundary::{EVENT_CHANNEL, EVENT_ID, EVENT_KIND, EVENT_LENGTH};
     use crate::test_support::{content_head, method_frame, TapeView, TestValue};
     use proptest::prelude::*;
 
@@ -579,8 +580,8 @@ mod tests {
         let mut out = Vec::new();
         let mut i = view.base;
         while i < slots.len() {
-            out.push((slots[i] as u8, slots[i + 1] as u16, slots[i + 2] as u32));
-            i += slots[i + 3] as usize;
+            out.push((slots[i + EVENT_KIND] as u8, slots[i + EVENT_CHANNEL] as u16, slots[i + EVENT_ID] as u32));
+            i += slots[i + EVENT_LENGTH] as usize;
         }
         out
     }

@@ -108,13 +108,15 @@ pub struct TapeView<'a> {
 
 impl<'a> TapeView<'a> {
     pub fn new(slots: &'a [f64], tape: &'a Tape, source: &'a [u8]) -> Self {
-        let fresh = slots[1] as usize;
+        use crate::boundary::{TAPE_NEW_STRINGS, TAPE_STRING_PAIRS};
+        let fresh = slots[TAPE_NEW_STRINGS] as usize;
         let mut strings = std::collections::HashMap::new();
         for n in 0..fresh {
-            let (id, index) = (slots[2 + 2 * n] as u32, slots[3 + 2 * n] as usize);
+            let pair = TAPE_STRING_PAIRS + 2 * n;
+            let (id, index) = (slots[pair] as u32, slots[pair + 1] as usize);
             strings.insert(id, self_text(&tape.objects[index], source));
         }
-        TapeView { slots, tape, source, strings, base: 2 + 2 * fresh }
+        TapeView { slots, tape, source, strings, base: TAPE_STRING_PAIRS + 2 * fresh }
     }
 
     pub fn string(&self, slot: f64) -> String {
