@@ -2,7 +2,8 @@
 'use strict';
 // `npm test`: the Rust tests, our JS tests, the type check, amqplib's own suite
 // (compat/run.js), the JS tests and amqplib's suite again on the stream path, clippy with and
-// without the native socket, a quick API fuzz against amqplib and a short integrity soak,
+// without the native socket, Miri over the core's direct reads (where a nightly toolchain has
+// it), a quick API fuzz against amqplib and a short integrity soak,
 // then the Rust tests, the JS tests and the compat suite again with the addon built with
 // AddressSanitizer (scripts/sanitize.js). Stops at the first step that fails, with
 // its exit code.
@@ -24,6 +25,7 @@ const steps = [
   ['compat suite, stream path', node, ['compat/run.js'], { AMQPLIB_RS_TRANSPORT: 'stream' }],
   ['crate without the native socket', 'cargo', ['clippy', '--release', '--all-targets', '--target-dir', 'target/stream-only', '--', '-D', 'warnings'], { AMQPLIB_RS_STREAM_ONLY: '1' }],
   ['clippy', 'cargo', ['clippy', '--release', '--all-targets', '--', '-D', 'warnings']],
+  ['Miri, the direct reads', node, ['scripts/miri.js', '--direct-reads']],
   ['API fuzz, quick', node, ['benchmarks/api_fuzz.js', '--quick']],
   ['integrity soak, short', node, ['benchmarks/integrity_soak.js', '--seconds=10']],
   ['sanitizer', node, ['scripts/sanitize.js']],
