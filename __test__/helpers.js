@@ -24,6 +24,8 @@ const original = require('amqplib');
 const originalCallback = require('amqplib/callback_api');
 const latest = require('amqplib-latest');
 const latestCallback = require('amqplib-latest/callback_api');
+// A small deterministic generator, so that a failure replays: the benchmarks' own.
+const { prng } = require('../benchmarks/lib');
 
 // --- names ---------------------------------------------------------------
 
@@ -141,19 +143,6 @@ async function closeQuietly(closable) {
   } catch (_) {
     // already closed
   }
-}
-
-// A small deterministic generator (mulberry32): random inputs from a fixed seed, so that a
-// failure replays.
-function prng(seed) {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 module.exports = {

@@ -33,7 +33,7 @@ const net = require('node:net');
 const tls = require('node:tls');
 const crypto = require('node:crypto');
 const { fork } = require('node:child_process');
-const { ROOT, cliArgs, makeCertificate, sleep } = require('./lib');
+const { ROOT, cliArgs, makeCertificate, prng, sleep } = require('./lib');
 
 const args = cliArgs().options;
 const BROKER = new URL(process.env.AMQP_URL || 'amqp://localhost');
@@ -145,17 +145,6 @@ async function proxiesMain() {
 
 // ------------------------------------------------------------------------------ the soak
 
-// mulberry32: a small seeded PRNG, so that a run can be repeated (--seed).
-function prng(seed) {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const mb = (n) => (n / 1048576).toFixed(1);
 const sha256 = (buf) => crypto.createHash('sha256').update(buf).digest('hex');

@@ -603,7 +603,21 @@ function libVersion(name) {
   return require(path.join(LIBS[name], 'package.json')).version;
 }
 
+// A small deterministic generator (mulberry32), so that a random run can be repeated from its
+// seed (the tests use it too).
+function prng(seed) {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
 module.exports = {
+  prng,
   ROOT, LIBS, SIZES, M, FRAME_MAX, AMQP_URL, load, libVersion, cliArgs, makeCertificate, method, header, message,
   deliveryTemplates, DeliveryStream, FrameScanner, fakeSocket, fakeChannel, OPEN_FIELDS, Meter, vmHwmMB, report,
   runChild, deadline, percentile, turn, sleep, writeJson, uniqueName, Child, fromDriver, childMain, driverMain,
