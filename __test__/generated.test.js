@@ -32,26 +32,4 @@ describe('generated files', () => {
     assert.strictEqual(error[at + boundary.EVENT_ID], 501);
     assert.match(bad[1][error[at + boundary.CONNECTION_ERROR_TEXT]], /Unknown frame type 9/);
   });
-
-  it('reuses one buffer for the tapes of a connection, growing it when a read needs more', () => {
-    const session = new native.NativeConnection();
-    const handle = session.handle();
-    const heartbeats = (n) => Buffer.concat(Array.from({ length: n }, () => Buffer.from([8, 0, 0, 0, 0, 0, 0, 0xce])));
-    const kinds = (tape) => {
-      const out = [];
-      for (let i = boundary.TAPE_STRING_PAIRS; i < tape.length; i += tape[i + boundary.EVENT_LENGTH]) out.push(tape[i + boundary.EVENT_KIND]);
-      return out;
-    };
-    const small = native.receive(handle, heartbeats(2))[0];
-    const again = native.receive(handle, heartbeats(3))[0];
-    assert.strictEqual(again.buffer, small.buffer, 'the same buffer, read after read');
-    assert.deepStrictEqual(kinds(again), [boundary.EVENT_HEARTBEAT, boundary.EVENT_HEARTBEAT, boundary.EVENT_HEARTBEAT]);
-    const large = native.receive(handle, heartbeats(5000))[0];
-    assert.notStrictEqual(large.buffer, small.buffer, 'a larger one for a read that needs more');
-    assert.strictEqual(kinds(large).length, 5000);
-    assert.ok(kinds(large).every((k) => k === boundary.EVENT_HEARTBEAT));
-    const after = native.receive(handle, heartbeats(1))[0];
-    assert.strictEqual(after.buffer, large.buffer);
-    assert.deepStrictEqual(kinds(after), [boundary.EVENT_HEARTBEAT]);
-  });
 });

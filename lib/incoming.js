@@ -28,21 +28,18 @@ class Incoming {
     this.taken = 0;
     this.readSinceLastCheck = false;
     this.bytesReadAtLastCheck = 0;
-    if (parsedAsRead) stream.onRead = (received) => this.decode(received);
   }
 
   // The next decoded frame, reading from the stream as needed; false when none is complete.
   // A frame error is thrown when its turn comes.
   nextFrame() {
     while (this.taken === this.frames.length) {
-      this.frames.length = 0;
-      this.taken = 0;
-      // A native socket's reads are decoded as they come (see NativeSocket#onRead).
-      if (this.parsedAsRead) return false;
       const input = this.stream.read();
       if (input === null) return false;
       this.readSinceLastCheck = true;
-      this.decode(native.receive(this.handle, input));
+      this.frames.length = 0;
+      this.taken = 0;
+      this.decode(this.parsedAsRead ? input : native.receive(this.handle, input));
     }
     const frame = this.frames[this.taken];
     this.frames[this.taken++] = undefined;

@@ -1,9 +1,8 @@
 'use strict';
 // The amqp:// transport: a TCP socket read and written by the native session itself, on
-// Node's own event loop (src/driver.rs, src/bindings/socket.rs). It offers the connection the
+// Node's own event loop (src/bindings.rs, "the native socket"). It offers the connection the
 // parts of a net.Socket it uses; what it reads arrives already parsed, as the event tape of
-// each read, which goes to `onRead` at once (the connection decodes it there: the native side
-// reuses the tape's memory for the next read), then 'readable' is emitted.
+// each read (`read()` gives those, in order).
 
 const EventEmitter = require('node:events');
 const dns = require('node:dns');
@@ -35,8 +34,7 @@ class NativeSocket extends EventEmitter {
     this.session = new native.NativeConnection();
     // The handle the per-message and per-read native calls take (src/bindings/hot.rs).
     this.handle = this.session.handle();
-    // Set by the connection that takes this socket, before anything can be read.
-    this.onRead = null;
+    this.received = [];
     this.open = false;
     this.destroyed = false;
     this.timeout = null;
@@ -108,7 +106,7 @@ class NativeSocket extends EventEmitter {
         break;
       case SOCKET_DATA:
         this.touch();
-        this.onRead(a);
+        this.received.push(a);
         this.emit('readable');
         break;
       case SOCKET_DRAIN:
@@ -136,6 +134,10 @@ class NativeSocket extends EventEmitter {
     return this.destroyed ? 0 : this.session.socketBytesRead;
   }
 
+  // The parsed events of the next read, or null.
+  read() {
+    return this.received.length > 0 ? this.received.shift() : null;
+  }
 
   // Writes what the session has queued. False when the rest must wait ('drain' follows).
   flushOutput() {

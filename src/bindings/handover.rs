@@ -101,101 +101,25 @@ fn content_slab(env: sys::napi_env, tape: &Tape, source: &[u8]) -> Result<sys::n
     Ok(out)
 }
 
-/// Where a tape's slots are written: a fresh ArrayBuffer, or a connection's [`TapeStore`].
-pub(super) enum Slots<'a> {
-    Fresh,
-    Reused(&'a mut TapeStore),
-}
-
-/// One ArrayBuffer kept from read to read for a connection's tapes, so that a read does not
-/// allocate (and zero) a new one, which for small messages was a quarter of what a delivery
-/// allocated. Safe to reuse because JS decodes each read's tape as it is handed over, before
-/// the next read is made (lib/incoming.js), and no other code ever sees it.
-#[derive(Default)]
-pub(super) struct TapeStore {
-    buffer: Option<sys::napi_ref>,
-    /// Its size in slots.
-    capacity: usize,
-}
-
-impl TapeStore {
-    /// A Float64Array of `slots` slots, and the memory behind it to fill.
-    fn array(&mut self, env: sys::napi_env, slots: usize) -> Result<(sys::napi_value, &mut [f64])> {
-        let mut array_buffer = ptr::null_mut();
-        let mut data = ptr::null_mut();
-        if let Some(reference) = self.buffer.filter(|_| self.capacity >= slots) {
-            let mut len = 0;
-            let mut detached = false;
-            // SAFETY: the reference is strong and was made in this env; the buffer's store is
-            // fetched anew each time, and used only if it was not detached.
-            unsafe {
-                napi_ok(sys::napi_get_reference_value(env, reference, &mut array_buffer))?;
-                napi_ok(sys::napi_is_detached_arraybuffer(env, array_buffer, &mut detached))?;
-                if !detached {
-                    napi_ok(sys::napi_get_arraybuffer_info(env, array_buffer, &mut data, &mut len))?;
-                }
-            }
-            if detached || len < slots * 8 {
-                return Err(JsError::plain("The tape's buffer was taken"));
-            }
-        } else {
-            self.release(env);
-            let capacity = slots.max(1024).next_power_of_two();
-            let mut reference = ptr::null_mut();
-            // SAFETY: env is live; the buffer is kept by a strong reference until `release`.
-            unsafe {
-                napi_ok(sys::napi_create_arraybuffer(env, capacity * 8, &mut data, &mut array_buffer))?;
-                napi_ok(sys::napi_create_reference(env, array_buffer, 1, &mut reference))?;
-            }
-            (self.buffer, self.capacity) = (Some(reference), capacity);
-        }
-        let mut typed = ptr::null_mut();
-        // SAFETY: `data` is the live store of at least `slots` f64s (8-byte aligned, as V8
-        // allocates array buffers); the view is made over the same buffer.
-        unsafe {
-            napi_ok(sys::napi_create_typedarray(env, sys::TypedarrayType::float64_array, slots, array_buffer, 0, &mut typed))?;
-            Ok((typed, std::slice::from_raw_parts_mut(data.cast::<f64>(), slots)))
-        }
-    }
-
-    /// Lets the buffer go (the connection is over).
-    pub(super) fn release(&mut self, env: sys::napi_env) {
-        if let Some(reference) = self.buffer.take() {
-            // SAFETY: the reference was made in this env and is deleted once (taken).
-            unsafe { sys::napi_delete_reference(env, reference) };
-        }
-        self.capacity = 0;
-    }
-}
-
-/// A Float64Array of `slots` slots over a fresh ArrayBuffer, and the memory to fill.
-fn fresh_array<'a>(env: sys::napi_env, slots: usize) -> Result<(sys::napi_value, &'a mut [f64])> {
-    let mut array_buffer = ptr::null_mut();
-    let mut data = ptr::null_mut();
-    let mut typed = ptr::null_mut();
-    // SAFETY: env is live; `data` is a fresh JS-owned store of `slots` f64s (8-byte aligned),
-    // kept alive by the view made over it, which the caller hands to JS.
-    unsafe {
-        napi_ok(sys::napi_create_arraybuffer(env, slots * 8, &mut data, &mut array_buffer))?;
-        napi_ok(sys::napi_create_typedarray(env, sys::TypedarrayType::float64_array, slots, array_buffer, 0, &mut typed))?;
-        Ok((typed, std::slice::from_raw_parts_mut(data.cast::<f64>(), slots)))
-    }
-}
-
 /// `[tape, objects, slab]`: the tape as a Float64Array, its objects as an Array, and the
 /// read's content slab.
-pub(super) fn hand_over(env: sys::napi_env, tape: &mut Tape, source: &[u8], into: Slots) -> Result<sys::napi_value> {
+pub(super) fn hand_over(env: sys::napi_env, tape: &mut Tape, source: &[u8]) -> Result<sys::napi_value> {
     let slots = tape.total_slots();
-    let (typed, memory) = match into {
-        Slots::Fresh => fresh_array(env, slots)?,
-        Slots::Reused(store) => store.array(env, slots)?,
-    };
-    tape.write_slots(memory);
+    let mut array_buffer = ptr::null_mut();
+    let mut data = ptr::null_mut();
+    // SAFETY: env is live; `data` receives a fresh JS-owned store of `slots` f64s (8-byte
+    // aligned, as V8 allocates array buffers) that `write_slots` fills completely.
+    unsafe {
+        napi_ok(sys::napi_create_arraybuffer(env, slots * 8, &mut data, &mut array_buffer))?;
+        tape.write_slots(std::slice::from_raw_parts_mut(data.cast::<f64>(), slots));
+    }
     let slab = content_slab(env, tape, source)?;
+    let mut typed = ptr::null_mut();
     let mut objects = ptr::null_mut();
     let mut received = ptr::null_mut();
     // SAFETY: env is live; all handles were created in this call.
     unsafe {
+        napi_ok(sys::napi_create_typedarray(env, sys::TypedarrayType::float64_array, slots, array_buffer, 0, &mut typed))?;
         napi_ok(sys::napi_create_array_with_length(env, tape.objects.len(), &mut objects))?;
         for (i, obj) in tape.objects.drain(..).enumerate() {
             let value = js_object(env, obj, source)?;
@@ -209,11 +133,11 @@ pub(super) fn hand_over(env: sys::napi_env, tape: &mut Tape, source: &[u8], into
     Ok(received)
 }
 
-/// `[tape, objects, slab]` for what `core` last received, counting the bytes they copy; the
-/// tape goes into the connection's `store`.
-pub(super) fn hand_over_received(env: sys::napi_env, core: &mut Connection, store: &mut TapeStore) -> Result<sys::napi_value> {
+/// `[tape, objects, slab]` for what `core` last received, counting the bytes they copy.
+pub(super) fn hand_over_received(env: sys::napi_env, core: &mut Connection) -> Result<sys::napi_value> {
     core.bytes_copied += bytes_to_copy(&core.tape);
     let (tape, read) = (&mut core.tape as *mut Tape, core.read_buffer());
     // SAFETY: `tape` and the read buffer are disjoint fields of `core`.
-    hand_over(env, unsafe { &mut *tape }, read, Slots::Reused(store))
+    hand_over(env, unsafe { &mut *tape }, read)
 }
+

@@ -2,7 +2,6 @@
 //! the sans-IO core and, where the platform has it, the native socket. What is called per
 //! message or per read goes through `hot.rs` instead, with a handle made here.
 
-use super::handover::TapeStore;
 use super::hot;
 use crate::connection::Connection;
 use napi::bindgen_prelude::*;
@@ -11,11 +10,9 @@ use napi_derive::napi;
 /// One connection's codec state (read buffer, body assembly, string table, output) and, for
 /// amqp:// where the platform has the native socket, the TCP socket it reads and writes
 /// itself (see `socket.rs`).
-#[napi(custom_finalize)]
+#[napi]
 pub struct NativeConnection {
     pub(super) core: Connection,
-    /// Where each read's tape goes (see `TapeStore`).
-    pub(super) tapes: TapeStore,
     #[cfg(native_socket)]
     pub(super) socket: Option<Box<super::socket::SocketState>>,
 }
@@ -26,7 +23,6 @@ impl NativeConnection {
     pub fn new() -> Self {
         NativeConnection {
             core: Connection::new(),
-            tapes: TapeStore::default(),
             #[cfg(native_socket)]
             socket: None,
         }
@@ -59,11 +55,10 @@ impl NativeConnection {
 
     /// The connection is over: give back the buffers' memory now (see `release_buffers`).
     #[napi(catch_unwind)]
-    pub fn release(&mut self, env: Env) {
+    pub fn release(&mut self) {
         #[cfg(native_socket)]
         self.close_socket();
         self.core.release_buffers();
-        self.tapes.release(env.raw());
     }
 
     #[napi(catch_unwind)]
@@ -75,14 +70,5 @@ impl NativeConnection {
     #[napi(catch_unwind)]
     pub fn set_max_frame_size(&mut self, max: f64) {
         self.core.set_max_frame_size(if max >= usize::MAX as f64 { 0 } else { max as usize });
-    }
-}
-
-/// A connection collected without `release` (its JS object dropped) still lets its tape's
-/// buffer go.
-impl ObjectFinalize for NativeConnection {
-    fn finalize(mut self, env: Env) -> Result<()> {
-        self.tapes.release(env.raw());
-        Ok(())
     }
 }

@@ -71,7 +71,7 @@ impl NativeConnection {
     /// Writes what is queued: 1 all written, 0 the rest waits (a drain event follows), or a
     /// negative errno.
     pub(super) fn flush_socket(&mut self) -> i32 {
-        let NativeConnection { core, socket, .. } = self;
+        let NativeConnection { core, socket } = self;
         socket.as_deref_mut().map_or(-libc::EPIPE, |state| state.driver.flush(core))
     }
 
@@ -128,7 +128,7 @@ fn event_values(env: sys::napi_env, this: &mut NativeConnection, kind: SocketEve
     let mut values = vec![kind_value];
     match args {
         EventArgs::None => {}
-        EventArgs::Data => values.push(hand_over_received(env, &mut this.core, &mut this.tapes)?),
+        EventArgs::Data => values.push(hand_over_received(env, &mut this.core)?),
         EventArgs::Error { errno, syscall } => {
             let mut errno_value = ptr::null_mut();
             // SAFETY: env is live on this thread.
@@ -179,7 +179,7 @@ unsafe fn run_steps(this: *mut NativeConnection, status: c_int, events: c_int) {
         // SAFETY: a short borrow of `*this`, ended before any JS runs; JS may have closed
         // the socket since the last step, and then there is nothing more to do.
         let step = {
-            let NativeConnection { core, socket, .. } = unsafe { &mut *this };
+            let NativeConnection { core, socket } = unsafe { &mut *this };
             let Some(state) = socket.as_deref_mut() else { return };
             wake.next(&mut state.driver, core)
         };
@@ -272,7 +272,7 @@ impl NativeConnection {
     /// close event follows.
     #[napi(catch_unwind)]
     pub fn end_socket(&mut self) -> bool {
-        let NativeConnection { core, socket, .. } = self;
+        let NativeConnection { core, socket } = self;
         let Some(state) = socket.as_deref_mut() else { return true };
         if !state.driver.end(core) {
             return false;
