@@ -1,6 +1,6 @@
 'use strict';
 // The amqp:// transport: a TCP socket read and written by the native session itself, on
-// Node's own event loop (src/bindings.rs, "the native socket"). It offers the connection the
+// Node's own event loop (src/driver.rs, src/bindings/socket.rs). It offers the connection the
 // parts of a net.Socket it uses; what it reads arrives already parsed, as the event tape of
 // each read (`read()` gives those, in order).
 

@@ -62,7 +62,8 @@ pub struct Wake {
     more: bool,
 }
 
-fn errno_of(e: &io::Error) -> i32 {
+/// The errno of an I/O error, as JS is told it (EIO when there is none).
+pub fn errno_of(e: &io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EIO)
 }
 

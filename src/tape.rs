@@ -73,10 +73,9 @@ impl Tape {
     /// copied into this read's content slab.
     pub fn pooled_body(&mut self, channel: u16, start: usize, len: usize) {
         let at = self.begin_event(TapeEvent::PooledBody, channel, 0);
-        let offset = self.reserve(2);
-        self.slots[at + POOLED_BODY_OFFSET] = self.pooled_bytes as f64;
-        self.slots[at + POOLED_BODY_LENGTH] = len as f64;
-        debug_assert_eq!(offset, at + POOLED_BODY_OFFSET);
+        debug_assert_eq!(self.slots.len(), at + POOLED_BODY_OFFSET);
+        debug_assert_eq!(POOLED_BODY_LENGTH, POOLED_BODY_OFFSET + 1);
+        self.slots.extend_from_slice(&[self.pooled_bytes as f64, len as f64]);
         self.end_event(at);
         self.pooled.push((start, len));
         self.pooled_bytes += len;

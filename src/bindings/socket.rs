@@ -9,7 +9,7 @@ use super::errors::{napi_ok, thrown, JsError};
 use super::handover::{hand_over_received, js_string};
 use super::native_connection::NativeConnection;
 use crate::boundary::SocketEvent;
-use crate::driver::{Driver, Step};
+use crate::driver::{errno_of, Driver, Step};
 use crate::uv;
 use napi::bindgen_prelude::*;
 use napi::sys;
@@ -27,10 +27,6 @@ pub(super) struct SocketState {
     connection: sys::napi_ref,
     callback: sys::napi_ref,
     async_context: sys::napi_async_context,
-}
-
-fn errno_of(e: &std::io::Error) -> i32 {
-    e.raw_os_error().unwrap_or(libc::EIO)
 }
 
 /// Arguments of an event callback, made inside the handle scope of the call.
