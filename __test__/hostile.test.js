@@ -158,6 +158,21 @@ describe('hostile servers', () => {
     assert.deepStrictEqual(seen.ours, seen.amqplib);
   });
 
+  // The core owns these rules (src/content.rs); each error must read as amqplib's does.
+  for (const [name, frames] of [
+    ['a header with no delivery before it', ({ header, body }) => [header(3), body('abc')]],
+    ['a body with no delivery before it', ({ body }) => [body('abc')]],
+    ['a body where a header is due', ({ deliver, body }) => [deliver(1), body('abc')]],
+    ['a second header where the body is due', ({ deliver, header }) => [deliver(1), header(3), header(3)]],
+    ['a delivery, then a delivery whose header never comes, then a whole one', ({ deliver, header, body }) => [deliver(1), header(1), body('a'), deliver(2), deliver(3), header(1), body('b')]],
+  ]) {
+    it(`${name}: the same channel error as amqplib`, async () => {
+      const seen = await deliveriesInBothLibraries(frames);
+      assert.strictEqual(seen.ours.code, constants.UNEXPECTED_FRAME);
+      assert.deepStrictEqual(seen.ours, seen.amqplib);
+    });
+  }
+
   it('a delivery to an unknown consumer closes the channel with an error', async () => {
     const server = await fakeServer(async ({ send, sendRaw, expect }) => {
       const open = await expect(defs.ChannelOpen);

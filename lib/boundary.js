@@ -13,6 +13,10 @@ const EVENT_HEADER = 2;
 const EVENT_BODY = 3;
 // A small body, in the read's content slab.
 const EVENT_POOLED_BODY = 4;
+// A whole delivery, return or get-ok on an open channel: `id` is the method; its arguments follow the fixed slots, then its properties.
+const EVENT_MESSAGE = 5;
+// A channel's content frames broke the protocol: `id` is the reply code.
+const EVENT_CHANNEL_ERROR = 6;
 // A heartbeat frame.
 const EVENT_HEARTBEAT = 8;
 // Slots every event starts with.
@@ -45,6 +49,22 @@ const BODY_CONTENT = 4;
 const POOLED_BODY_OFFSET = 4;
 // Its length.
 const POOLED_BODY_LENGTH = 5;
+// The declared body size.
+const MESSAGE_BODY_SIZE = 4;
+// Object index of its Buffer, or -1 when the content is in the slab.
+const MESSAGE_CONTENT = 5;
+// Its offset in the slab.
+const MESSAGE_OFFSET = 6;
+// Its length in the slab.
+const MESSAGE_LENGTH = 7;
+// Where its properties (flags first) start, counted from the event's first slot.
+const MESSAGE_PROPERTIES = 8;
+// The first slot of the method's arguments.
+const MESSAGE_ARGUMENTS = 9;
+// Object index of the message.
+const CHANNEL_ERROR_TEXT = 4;
+// The method blamed (0 for none).
+const CHANNEL_ERROR_METHOD = 5;
 // Connected.
 const SOCKET_CONNECT = 1;
 // A read was parsed: `a` is what `receive` returns.
@@ -64,6 +84,8 @@ module.exports = {
   EVENT_HEADER,
   EVENT_BODY,
   EVENT_POOLED_BODY,
+  EVENT_MESSAGE,
+  EVENT_CHANNEL_ERROR,
   EVENT_HEARTBEAT,
   EVENT_HEAD_SLOTS,
   TAPE_STRINGS_RESET,
@@ -80,6 +102,14 @@ module.exports = {
   BODY_CONTENT,
   POOLED_BODY_OFFSET,
   POOLED_BODY_LENGTH,
+  MESSAGE_BODY_SIZE,
+  MESSAGE_CONTENT,
+  MESSAGE_OFFSET,
+  MESSAGE_LENGTH,
+  MESSAGE_PROPERTIES,
+  MESSAGE_ARGUMENTS,
+  CHANNEL_ERROR_TEXT,
+  CHANNEL_ERROR_METHOD,
   SOCKET_CONNECT,
   SOCKET_DATA,
   SOCKET_DRAIN,

@@ -1,7 +1,9 @@
 'use strict';
 // The channel core under both API models: one RPC at a time with replies matched to their
-// requests, the closing handshake, publisher confirms, and the assembly of deliveries into
-// messages. Its internal interface is that of amqplib's lib/channel.js.
+// requests, the closing handshake, publisher confirms, and handing messages on. A message
+// comes whole: the native core owns the content rules (src/content.rs), and reports frames
+// out of turn as a frame of id 0 carrying the channel error. Its internal interface is that
+// of amqplib's lib/channel.js.
 
 const EventEmitter = require('node:events');
 const { format: fmt } = require('node:util');
@@ -23,11 +25,6 @@ class Channel extends EventEmitter {
     this.unconfirmed = [];
     // Set when the channel closed with publishes unconfirmed: every waitForConfirms fails.
     this.closedWithUnconfirmed = false;
-    // The message being assembled: its fields, properties and the event to emit.
-    this.incoming = null;
-    this.incomingEvent = 'delivery';
-    this.incomingDone = emitDeliveryOrReturn;
-    this.handleMessage = acceptDeliveryOrReturn;
     this.on('ack', (fields) => this.handleConfirm(confirmOk, fields));
     this.on('nack', (fields) => this.handleConfirm(confirmNacked, fields));
     this.on('close', () => this.failUnconfirmed(new Error('channel closed')));
@@ -148,18 +145,14 @@ class Channel extends EventEmitter {
     });
   }
 
-  // Content-carrying frames go through the message state machine; a protocol violation
-  // (thrown as a string) or a throwing handler closes the channel with an error.
-  acceptMessageFrame(f) {
-    this.stepMessage(f, f.id);
-  }
-
-  // Runs the message state machine on `f`; a problem is reported against the method
-  // `blamed` (undefined for a body frame).
-  stepMessage(f, blamed) {
+  // A whole message (a delivery, a return, or a get's) goes to `deliver`; whatever that
+  // throws closes the channel, as amqplib's does, blamed on the frame that completed the
+  // message (the header of an empty one, else a body frame, which has no id).
+  handOver(f, deliver) {
     try {
-      this.handleMessage = this.handleMessage(f);
+      deliver.call(this, { fields: f.fields, properties: f.properties, content: f.content });
     } catch (problem) {
+      const blamed = f.size === 0 ? defs.BasicProperties : undefined;
       if (typeof problem === 'string') {
         this.closeWithError(blamed, problem, constants.UNEXPECTED_FRAME, new Error(problem));
       } else if (problem instanceof Error) {
@@ -168,18 +161,6 @@ class Channel extends EventEmitter {
         this.closeWithError(blamed, 'Internal error while processing message', constants.INTERNAL_ERROR, new Error(String(problem)));
       }
     }
-  }
-
-  // A message that came as one frame (Connection#decodeWholeMessage) is taken in one step
-  // when no other is under way (what can go wrong then, the body or the handler, is blamed
-  // on the body frame, as it would have been); otherwise frame by frame, as it would have
-  // come.
-  acceptWholeMessage(f) {
-    if (this.handleMessage === acceptDeliveryOrReturn) return this.stepMessage(f, undefined);
-    const { id, channel } = f;
-    this.accept({ id, channel, fields: f.fields });
-    this.accept({ id: defs.BasicProperties, channel, size: f.size, fields: f.properties });
-    this.accept({ channel, content: f.content });
   }
 
   // An ack or nack for one tag, or for every tag up to it when `multiple`.
@@ -252,11 +233,11 @@ class Channel extends EventEmitter {
   accept(f) {
     switch (f.id) {
       case defs.BasicDeliver:
+        return this.handOver(f, emitDelivery);
       case defs.BasicReturn:
-        return f.content === undefined ? this.acceptMessageFrame(f) : this.acceptWholeMessage(f);
-      case undefined: // a body
-      case defs.BasicProperties:
-        return this.acceptMessageFrame(f);
+        return this.handOver(f, emitReturn);
+      case 0: // content frames out of turn (see src/content.rs)
+        return this.closeWithError(f.blamed, f.text, f.code, new Error(f.text));
       case defs.BasicAck:
         return safeEmit(this, 'ack', f.fields);
       case defs.BasicNack:
@@ -316,60 +297,12 @@ function invalidateSend(ch, msg, stack) {
   ch.sendImmediately = ch.sendOrEnqueue = ch.sendMessage = invalidOp(msg, stack);
 }
 
-// The message state machine. Each state is called with the channel as `this` and returns
-// the next state; no closure is made per message. The native core has already assembled
-// the body, so a message is at most three frames: method, header, body.
-
-function acceptDeliveryOrReturn(f) {
-  if (f.id !== defs.BasicDeliver && f.id !== defs.BasicReturn) {
-    throw fmt('Expected BasicDeliver or BasicReturn; got %s', inspect(f));
-  }
-  this.incoming = { fields: f.fields, properties: null, content: null };
-  this.incomingEvent = f.id === defs.BasicDeliver ? 'delivery' : 'return';
-  this.incomingDone = emitDeliveryOrReturn;
-  if (f.content === undefined) return expectHeaders;
-  // The whole message in one frame: its header and body, as they would have come.
-  this.incoming.properties = f.properties;
-  this.incomingSize = f.size;
-  return expectContent.call(this, f);
+function emitDelivery(message) {
+  safeEmit(this, 'delivery', message);
 }
 
-function expectHeaders(f) {
-  if (f.id !== defs.BasicProperties) throw 'Expected headers frame after delivery';
-  this.incoming.properties = f.fields;
-  this.incomingSize = f.size;
-  if (f.size === 0) return completeMessage(this, Buffer.alloc(0));
-  return expectContent;
-}
-
-function expectContent(f) {
-  if (!f.content) throw 'Expected content frame after headers';
-  if (f.content.length !== this.incomingSize) throw fmt('Too much content sent! Expected %d bytes', this.incomingSize);
-  return completeMessage(this, f.content);
-}
-
-function completeMessage(channel, content) {
-  const message = channel.incoming;
-  const done = channel.incomingDone;
-  message.content = content;
-  channel.incoming = null;
-  channel.incomingDone = emitDeliveryOrReturn;
-  done.call(channel, message);
-  return acceptDeliveryOrReturn;
-}
-
-function emitDeliveryOrReturn(message) {
-  safeEmit(this, this.incomingEvent, message);
-}
-
-// A state that takes the header and body of a message whose method was handled elsewhere
-// (basic.get-ok), then calls `continuation` with the message (fields left for it to set).
-function acceptMessage(continuation) {
-  return function (f) {
-    this.incoming = { fields: null, properties: null, content: null };
-    this.incomingDone = continuation;
-    return expectHeaders.call(this, f);
-  };
+function emitReturn(message) {
+  safeEmit(this, 'return', message);
 }
 
 // The error an RPC gets when the server closes the channel instead of replying.
@@ -421,4 +354,4 @@ class BaseChannel extends Channel {
   }
 }
 
-module.exports = { Channel, BaseChannel, acceptMessage, convertCloseFrameToError };
+module.exports = { Channel, BaseChannel, convertCloseFrameToError };

@@ -9,7 +9,7 @@
 const EventEmitter = require('node:events');
 const defs = require('./defs');
 const Args = require('./api_args');
-const { BaseChannel, acceptMessage, convertCloseFrameToError } = require('./channel');
+const { BaseChannel, convertCloseFrameToError } = require('./channel');
 
 // Connection events that the model re-emits as its own.
 const CONNECTION_EVENTS = ['error', 'close', 'blocked', 'unblocked', 'update-secret-ok'];
@@ -27,9 +27,8 @@ function describeFrame(frame) {
 }
 
 // The reply handler for BasicGet, shared by both APIs: BasicGetEmpty gives
-// `false`; BasicGetOk is followed by the message's header and content
-// frames, which the channel's message state machine collects before we
-// hand the message on. `done(err, messageOrFalse)`.
+// `false`; BasicGetOk comes with its message whole, which is handed on as a
+// delivery is. `done(err, messageOrFalse)`.
 function getReplyHandler(channel, done) {
   return (err, frame) => {
     if (err instanceof Error) return done(err);
@@ -37,14 +36,7 @@ function getReplyHandler(channel, done) {
     // possibly because of this very get (e.g. no such queue).
     if (err) return done(convertCloseFrameToError(defs.BasicGet, err));
     if (frame.id === defs.BasicGetEmpty) return done(null, false);
-    if (frame.id === defs.BasicGetOk) {
-      const fields = frame.fields;
-      channel.handleMessage = acceptMessage((message) => {
-        message.fields = fields;
-        done(null, message);
-      });
-      return undefined;
-    }
+    if (frame.id === defs.BasicGetOk) return channel.handOver(frame, (message) => done(null, message));
     return done(new Error(`Unexpected response to BasicGet: ${describeFrame(frame)}`));
   };
 }

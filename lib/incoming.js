@@ -10,9 +10,9 @@ const defs = require('./defs');
 const { HEARTBEAT } = require('./frame');
 const { TapeReader } = require('./tape');
 const {
-  EVENT_CONNECTION_ERROR, EVENT_METHOD, EVENT_HEADER, EVENT_BODY, EVENT_POOLED_BODY, EVENT_HEARTBEAT,
-  EVENT_KIND, EVENT_CHANNEL, EVENT_ID, EVENT_LENGTH, METHOD_ARGUMENTS, HEADER_BODY_SIZE, HEADER_PROPERTIES,
-  CONNECTION_ERROR_TEXT,
+  EVENT_CONNECTION_ERROR, EVENT_METHOD, EVENT_HEADER, EVENT_BODY, EVENT_POOLED_BODY, EVENT_MESSAGE, EVENT_CHANNEL_ERROR,
+  EVENT_HEARTBEAT, EVENT_KIND, EVENT_CHANNEL, EVENT_ID, EVENT_LENGTH, METHOD_ARGUMENTS, HEADER_BODY_SIZE, HEADER_PROPERTIES,
+  MESSAGE_BODY_SIZE, MESSAGE_PROPERTIES, MESSAGE_ARGUMENTS, CHANNEL_ERROR_TEXT, CHANNEL_ERROR_METHOD, CONNECTION_ERROR_TEXT,
 } = require('./boundary');
 
 class Incoming {
@@ -72,15 +72,24 @@ class Incoming {
       const channel = t[i + EVENT_CHANNEL];
       const id = t[i + EVENT_ID];
       switch (kind) {
-        case EVENT_METHOD: {
-          const next = id === defs.BasicDeliver || id === defs.BasicReturn ? this.decodeWholeMessage(t, i, channel, id) : -1;
-          if (next > 0) {
-            i = next;
-            continue;
-          }
+        case EVENT_METHOD:
           this.frames.push({ id, channel, fields: reader.methodFields(id, t, i + METHOD_ARGUMENTS) });
           break;
-        }
+        // A whole delivery, return or get-ok: the core has checked its frames' order and sizes.
+        case EVENT_MESSAGE:
+          this.frames.push({
+            id,
+            channel,
+            fields: reader.methodFields(id, t, i + MESSAGE_ARGUMENTS),
+            size: t[i + MESSAGE_BODY_SIZE],
+            properties: reader.properties(defs.BasicProperties, t, i + t[i + MESSAGE_PROPERTIES]),
+            content: reader.messageContent(t, i),
+          });
+          break;
+        // Content frames out of turn: the channel is to close with this error (id 0 is no method's).
+        case EVENT_CHANNEL_ERROR:
+          this.frames.push({ id: 0, channel, code: id, text: reader.obj(t[i + CHANNEL_ERROR_TEXT]), blamed: t[i + CHANNEL_ERROR_METHOD] });
+          break;
         case EVENT_HEADER:
           this.frames.push({ id, channel, size: t[i + HEADER_BODY_SIZE], fields: reader.properties(id, t, i + HEADER_PROPERTIES) });
           break;
@@ -100,30 +109,6 @@ class Incoming {
       }
       i += t[i + EVENT_LENGTH];
     }
-  }
-
-  // A delivery or return whose header and body follow it in the same read, on its channel,
-  // becomes one frame carrying all three (fields, size, properties, content), which the
-  // channel takes in one step (see Channel#accept). Returns the tape index after the body,
-  // or -1 when the message is not whole here.
-  decodeWholeMessage(t, i, channel, id) {
-    const header = i + t[i + EVENT_LENGTH];
-    // (A header declaring no body completes the message itself: what follows is not its body.)
-    if (header >= t.length || t[header + EVENT_KIND] !== EVENT_HEADER || t[header + EVENT_CHANNEL] !== channel || t[header + HEADER_BODY_SIZE] === 0) return -1;
-    const body = header + t[header + EVENT_LENGTH];
-    if (body >= t.length || t[body + EVENT_CHANNEL] !== channel) return -1;
-    const kind = t[body + EVENT_KIND];
-    if (kind !== EVENT_POOLED_BODY && kind !== EVENT_BODY) return -1;
-    const reader = this.reader;
-    this.frames.push({
-      id,
-      channel,
-      fields: reader.methodFields(id, t, i + METHOD_ARGUMENTS),
-      size: t[header + HEADER_BODY_SIZE],
-      properties: reader.properties(t[header + EVENT_ID], t, header + HEADER_PROPERTIES),
-      content: reader.content(t, body),
-    });
-    return body + t[body + EVENT_LENGTH];
   }
 }
 

@@ -6,7 +6,8 @@
 const { readers, propertyReaders } = require('./spec');
 
 const {
-  EVENT_KIND, EVENT_BODY, BODY_CONTENT, POOLED_BODY_OFFSET, POOLED_BODY_LENGTH, TAPE_STRINGS_RESET, TAPE_NEW_STRINGS, TAPE_STRING_PAIRS,
+  EVENT_KIND, EVENT_BODY, BODY_CONTENT, POOLED_BODY_OFFSET, POOLED_BODY_LENGTH, MESSAGE_CONTENT, MESSAGE_OFFSET, MESSAGE_LENGTH,
+  TAPE_STRINGS_RESET, TAPE_NEW_STRINGS, TAPE_STRING_PAIRS,
 } = require('./boundary');
 
 const TAG = {
@@ -52,8 +53,21 @@ class TapeReader {
   // or a view into the slab (EVENT_POOLED_BODY: offset, length).
   content(t, i) {
     if (t[i + EVENT_KIND] === EVENT_BODY) return this.objects[t[i + BODY_CONTENT]];
+    return this.slabView(t[i + POOLED_BODY_OFFSET], t[i + POOLED_BODY_LENGTH]);
+  }
+
+  // The content of the message event at slot i: its own Buffer, a view into the slab, or an
+  // empty Buffer for an empty body.
+  messageContent(t, i) {
+    const object = t[i + MESSAGE_CONTENT];
+    if (object >= 0) return this.objects[object];
+    const length = t[i + MESSAGE_LENGTH];
+    return length === 0 ? Buffer.alloc(0) : this.slabView(t[i + MESSAGE_OFFSET], length);
+  }
+
+  slabView(offset, length) {
     const slab = this.slab;
-    return Buffer.from(slab.buffer, slab.byteOffset + t[i + POOLED_BODY_OFFSET], t[i + POOLED_BODY_LENGTH]);
+    return Buffer.from(slab.buffer, slab.byteOffset + offset, length);
   }
 
   // A table argument: slot i holds the first slot of its entries (counted from the first

@@ -199,6 +199,25 @@ const TAPE_EVENTS = [
   { name: 'header', kind: 2, doc: 'A content header; `id` is the class id.', slots: [['body_size', 'The declared body size.'], ['properties', 'The presence flags, then the properties.']] },
   { name: 'body', kind: 3, doc: 'A body with a Buffer of its own.', slots: [['content', 'Object index of the Buffer.']] },
   { name: 'pooled_body', kind: 4, doc: "A small body, in the read's content slab.", slots: [['offset', 'Its offset in the slab.'], ['length', 'Its length.']] },
+  {
+    name: 'message',
+    kind: 5,
+    doc: 'A whole delivery, return or get-ok on an open channel: `id` is the method; its arguments follow the fixed slots, then its properties.',
+    slots: [
+      ['body_size', 'The declared body size.'],
+      ['content', 'Object index of its Buffer, or -1 when the content is in the slab.'],
+      ['offset', 'Its offset in the slab.'],
+      ['length', 'Its length in the slab.'],
+      ['properties', "Where its properties (flags first) start, counted from the event's first slot."],
+      ['arguments', "The first slot of the method's arguments."],
+    ],
+  },
+  {
+    name: 'channel_error',
+    kind: 6,
+    doc: "A channel's content frames broke the protocol: `id` is the reply code.",
+    slots: [['text', 'Object index of the message.'], ['method', 'The method blamed (0 for none).']],
+  },
   { name: 'heartbeat', kind: 8, doc: 'A heartbeat frame.', slots: [] },
 ];
 // What the native socket tells JS through its one callback, `onEvent(kind, a, b)`.

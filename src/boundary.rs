@@ -16,6 +16,10 @@ pub enum TapeEvent {
     Body = 3,
     /// A small body, in the read's content slab.
     PooledBody = 4,
+    /// A whole delivery, return or get-ok on an open channel: `id` is the method; its arguments follow the fixed slots, then its properties.
+    Message = 5,
+    /// A channel's content frames broke the protocol: `id` is the reply code.
+    ChannelError = 6,
     /// A heartbeat frame.
     Heartbeat = 8,
 }
@@ -50,6 +54,22 @@ pub const BODY_CONTENT: usize = 4;
 pub const POOLED_BODY_OFFSET: usize = 4;
 /// Its length.
 pub const POOLED_BODY_LENGTH: usize = 5;
+/// The declared body size.
+pub const MESSAGE_BODY_SIZE: usize = 4;
+/// Object index of its Buffer, or -1 when the content is in the slab.
+pub const MESSAGE_CONTENT: usize = 5;
+/// Its offset in the slab.
+pub const MESSAGE_OFFSET: usize = 6;
+/// Its length in the slab.
+pub const MESSAGE_LENGTH: usize = 7;
+/// Where its properties (flags first) start, counted from the event's first slot.
+pub const MESSAGE_PROPERTIES: usize = 8;
+/// The first slot of the method's arguments.
+pub const MESSAGE_ARGUMENTS: usize = 9;
+/// Object index of the message.
+pub const CHANNEL_ERROR_TEXT: usize = 4;
+/// The method blamed (0 for none).
+pub const CHANNEL_ERROR_METHOD: usize = 5;
 
 /// What the native socket tells JS.
 #[repr(i32)]

@@ -2,21 +2,26 @@
 //!
 //! [`Connection::receive`] takes whatever the transport read, parses every complete frame into
 //! the event tape (see `tape.rs`), and keeps the tail of a partial frame for the next read.
-//! Message bodies are assembled here, per channel, into one `Vec` of exactly the declared
-//! size (bounded up front, so a lying header cannot make us allocate what never arrives).
-//! Outgoing frames are written back to back into one output buffer that the transport
+//! On a channel the peer has opened, content frames go through the channel's content rules
+//! (`content.rs`): a delivery, return or get-ok reaches JS as one event once its body is
+//! whole, its body assembled into one `Vec` of exactly the declared size (bounded up front,
+//! so a lying header cannot make us allocate what never arrives), or the channel is told
+//! it broke the rules. Other frames are handed on one by one. Outgoing frames are written back to back into one output buffer that the transport
 //! drains; nothing here does I/O.
 
+use crate::boundary::{TapeEvent, BODY_CONTENT, HEADER_BODY_SIZE};
 use crate::codec::{CodecError, Decoder, Reader};
+use crate::content::{carries_content, Assembly, Held, Stage, Violation};
 use crate::frame::{self, parse_envelope, Envelope, OVERHEAD};
 use crate::spec::{self, FRAME_BODY, FRAME_ERROR, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD};
+use crate::spec_types::PropertiesSpec;
 use crate::strings::Interner;
-use crate::boundary::{TapeEvent, BODY_CONTENT, HEADER_BODY_SIZE};
-use crate::tape::{Obj, Tape};
+use crate::tape::{Content, Obj, Tape};
 use std::collections::HashMap;
+use std::ops::Range;
 
 /// Per-channel state, keyed by channel number (SipHash, the default, showed up in profiles of
-/// receiving small messages: an assembly per message).
+/// receiving small messages: a stage per message).
 type ByChannel<V> = HashMap<u16, V, ahash::RandomState>;
 
 /// The largest frame this side sends when the peers agreed on "no limit" (frameMax 0).
@@ -27,8 +32,6 @@ pub const UNTUNED_FRAME_MAX: usize = 16 * 1024 * 1024;
 pub const DEFAULT_MAX_FRAME_SIZE: usize = 64 * 1024 * 1024;
 /// Room made in the read buffer before each read from a socket.
 pub const READ_CHUNK: usize = 64 * 1024;
-/// The most a content header can make us allocate before its body arrives.
-pub const MAX_CONTENT_RESERVE: u64 = 8 * 1024 * 1024;
 /// A body frame with at least this much of its payload still to come is read from the socket
 /// straight into its message's assembly, not through the read buffer.
 pub const DIRECT_BODY_MIN: usize = 32 * 1024;
@@ -37,24 +40,6 @@ const DIRECT_READ_MAX: usize = 1024 * 1024;
 /// Bodies in one frame up to this size share their read's content slab (see `tape.rs`);
 /// larger ones get a Buffer of their own, whose allocation their copy outweighs anyway.
 pub const POOLED_BODY_MAX: usize = 8 * 1024;
-
-/// A message body being assembled on one channel.
-struct Assembly {
-    remaining: u64,
-    content: Vec<u8>,
-}
-
-impl Assembly {
-    /// Adds a piece of the body that came through the read buffer. Nothing is reserved until
-    /// the first piece, and then at most [`MAX_CONTENT_RESERVE`] ahead of the bytes.
-    fn append(&mut self, piece: &[u8]) {
-        if self.content.capacity() == 0 {
-            self.content.reserve_exact(self.remaining.min(MAX_CONTENT_RESERVE) as usize);
-        }
-        self.content.extend_from_slice(piece);
-        self.remaining -= piece.len() as u64;
-    }
-}
 
 /// A body frame whose header has been parsed and whose payload's rest is read from the
 /// socket into the channel's assembly, so that a large message's bytes are copied by the
@@ -76,15 +61,17 @@ pub struct Read {
 
 pub struct Connection {
     read: Vec<u8>,
-    /// Bytes at the front of `read` already parsed; dropped at the next receive, since the
-    /// objects of the tape refer to `read` until then.
+    /// Bytes at the front of `read` already parsed; dropped at the next receive (but for
+    /// the frames of messages still under way, which move to the front), since the objects
+    /// of the tape refer to `read` until then.
     consumed: usize,
     /// The frame max set by tuning; `None` before, when bodies are split at the spec's
     /// minimum frame size.
     frame_max: Option<usize>,
     /// The largest payload accepted, checked from a frame's header alone (`None`: no limit).
     max_frame_size: Option<usize>,
-    assemblies: ByChannel<Assembly>,
+    /// The channels the peer has opened, and where each is in a message (see `content.rs`).
+    stages: ByChannel<Stage>,
     strings: Interner,
     pub tape: Tape,
     pub out: Vec<u8>,
@@ -124,7 +111,7 @@ impl Default for Connection {
             consumed: 0,
             frame_max: None,
             max_frame_size: Some(DEFAULT_MAX_FRAME_SIZE),
-            assemblies: ByChannel::default(),
+            stages: ByChannel::default(),
             strings: Interner::default(),
             tape: Tape::default(),
             out: Vec::new(),
@@ -150,7 +137,7 @@ impl Connection {
         self.consumed = 0;
         self.out = Vec::new();
         self.tape = Tape::new();
-        self.assemblies = ByChannel::default();
+        self.stages = ByChannel::default();
         self.strings = Interner::new();
         self.last_publish = ByChannel::default();
         self.direct = None;
@@ -249,7 +236,15 @@ impl Connection {
 
     /// A direct body frame has ended and its message has more to come.
     fn body_continues(&self) -> bool {
-        self.frame_end_due.is_some_and(|channel| self.assemblies.get(&channel).is_some_and(|a| a.remaining > 0))
+        self.frame_end_due.is_some_and(|channel| matches!(self.stages.get(&channel), Some(Stage::Body { assembly, .. }) if assembly.remaining > 0))
+    }
+
+    /// The assembly of the message under way on `channel`, if its body has begun to come.
+    fn assembly_mut(&mut self, channel: u16) -> Option<&mut Assembly> {
+        match self.stages.get_mut(&channel) {
+            Some(Stage::Body { assembly, .. }) => Some(assembly),
+            _ => None,
+        }
     }
 
     /// Reads the rest of a direct body frame's payload into its assembly.
@@ -257,7 +252,7 @@ impl Connection {
     where
         F: FnOnce(&mut [std::mem::MaybeUninit<u8>]) -> std::io::Result<usize>,
     {
-        let assembly = self.assemblies.get_mut(&direct.channel).expect("a direct body has its assembly");
+        let assembly = self.assembly_mut(direct.channel).expect("a direct body has its assembly");
         let wanted = direct.payload_left.min(DIRECT_READ_MAX);
         assembly.content.reserve(wanted);
         let spare = &mut assembly.content.spare_capacity_mut()[..wanted];
@@ -275,8 +270,23 @@ impl Connection {
     fn begin_receive(&mut self) {
         self.tape.clear();
         self.strings.reset_if_full(&mut self.tape);
-        self.read.drain(..self.consumed);
-        self.consumed = 0;
+        self.drop_parsed();
+    }
+
+    /// Drops the parsed bytes from the read buffer, but for the frames held by messages still
+    /// under way, which move to its front (in order, so each moves down, never onto another).
+    fn drop_parsed(&mut self) {
+        let mut held: Vec<&mut Range<usize>> = self.stages.values_mut().flat_map(Stage::held_mut).collect();
+        held.sort_by_key(|range| range.start);
+        let mut front = 0;
+        for range in held {
+            let len = range.len();
+            self.read.copy_within(range.clone(), front);
+            *range = front..front + len;
+            front += len;
+        }
+        self.read.drain(front..self.consumed);
+        self.consumed = front;
     }
 
     /// Parses the frames in the read buffer. With `direct`, a large body frame left
@@ -288,13 +298,13 @@ impl Connection {
             return;
         }
         let max = self.max_frame_size.unwrap_or(usize::MAX);
-        let mut pos = 0;
-        if let (Some(channel), false) = (self.frame_end_due, self.read.is_empty()) {
-            if let Err(e) = self.end_direct_body(channel) {
+        let mut pos = self.consumed;
+        if let (Some(channel), true) = (self.frame_end_due, self.read.len() > pos) {
+            if let Err(e) = self.end_direct_body(channel, pos) {
                 self.fail(e);
                 return;
             }
-            pos = 1;
+            pos += 1;
         }
         loop {
             match parse_envelope(&self.read[pos..], max) {
@@ -322,7 +332,7 @@ impl Connection {
 
     /// If the incomplete frame at `pos` is a body frame with much of its payload to come (its
     /// size is already checked against the frame max), takes what has arrived of it into its
-    /// assembly and goes on directly; returns the read buffer position parsed up to.
+    /// message's assembly and goes on directly; returns the read buffer position parsed up to.
     fn begin_direct_body(&mut self, pos: usize) -> usize {
         let rest = &self.read[pos..];
         if rest.len() < frame::HEADER_BYTES || rest[0] as u32 != FRAME_BODY {
@@ -330,26 +340,30 @@ impl Connection {
         }
         let channel = u16::from_be_bytes([rest[1], rest[2]]);
         let size = u32::from_be_bytes([rest[3], rest[4], rest[5], rest[6]]) as usize;
-        let arrived = &rest[frame::HEADER_BYTES..];
-        let Some(assembly) = self.assemblies.get_mut(&channel) else { return pos };
-        if size - arrived.len() < DIRECT_BODY_MIN || size as u64 > assembly.remaining {
+        let arrived_len = rest.len() - frame::HEADER_BYTES;
+        let Some(assembly) = self.assembly_mut(channel) else { return pos };
+        if size - arrived_len < DIRECT_BODY_MIN || size as u64 > assembly.remaining {
             return pos; // small, or an error the whole frame will show
         }
+        let arrived = &self.read[pos + frame::HEADER_BYTES..];
+        let Some(Stage::Body { assembly, .. }) = self.stages.get_mut(&channel) else { unreachable!("checked above") };
         assembly.append(arrived);
-        self.bytes_copied += arrived.len() as u64;
-        self.direct = Some(DirectBody { channel, payload_left: size - arrived.len() });
-        self.read.len()
+        self.bytes_copied += arrived_len as u64;
+        self.direct = Some(DirectBody { channel, payload_left: size - arrived_len });
+        // The partial frame is in the assembly now; the read buffer keeps only held frames.
+        self.read.truncate(pos);
+        pos
     }
 
-    /// The frame-end octet after a direct body frame, at the start of the read buffer; the
-    /// body is complete when nothing of it remains.
-    fn end_direct_body(&mut self, channel: u16) -> Result<(), ProtocolError> {
+    /// The frame-end octet after a direct body frame, at `pos` in the read buffer; the body is
+    /// complete when nothing of it remains.
+    fn end_direct_body(&mut self, channel: u16, pos: usize) -> Result<(), ProtocolError> {
         self.frame_end_due = None;
-        if self.read[0] != spec::FRAME_END as u8 {
+        if self.read[pos] != spec::FRAME_END as u8 {
             return Err(ProtocolError { code: FRAME_ERROR, message: frame::FrameError::BadFrameEnd.to_string() });
         }
-        if self.assemblies.get(&channel).is_some_and(|a| a.remaining == 0) {
-            self.complete_body(channel);
+        if self.assembly_mut(channel).is_some_and(|a| a.remaining == 0) {
+            self.complete_message(channel, None)?;
         }
         Ok(())
     }
@@ -379,19 +393,18 @@ impl Connection {
 
     fn fail(&mut self, e: ProtocolError) {
         self.ignoring_input = true;
-        self.assemblies.clear();
+        self.stages.clear();
         self.direct = None;
         self.frame_end_due = None;
         self.tape.error_event(e.code as u16, e.message);
     }
 
     fn frame(&mut self, env: Envelope, pos: usize) -> Result<(), ProtocolError> {
-        let payload_at = pos + frame::HEADER_BYTES;
-        let payload_end = payload_at + env.size;
+        let payload = pos + frame::HEADER_BYTES..pos + frame::HEADER_BYTES + env.size;
         match env.kind as u32 {
-            FRAME_METHOD => self.method_frame(env.channel, payload_at, payload_end),
-            FRAME_HEADER => self.header_frame(env.channel, payload_at, payload_end),
-            FRAME_BODY => self.body_frame(env.channel, payload_at, payload_end),
+            FRAME_METHOD => self.method_frame(env.channel, payload),
+            FRAME_HEADER => self.header_frame(env.channel, payload),
+            FRAME_BODY => self.body_frame(env.channel, payload),
             FRAME_HEARTBEAT => {
                 let at = self.tape.begin_event(TapeEvent::Heartbeat, env.channel, 0);
                 self.tape.end_event(at);
@@ -401,17 +414,31 @@ impl Connection {
         }
     }
 
-    fn method_frame(&mut self, channel: u16, from: usize, to: usize) -> Result<(), ProtocolError> {
-        // A method in the middle of a body ends that body; the channel reports the error.
-        self.assemblies.remove(&channel);
-        let mut r = Reader::new(&self.read[from..to]);
-        let id = r.u32()?;
+    fn method_frame(&mut self, channel: u16, payload: Range<usize>) -> Result<(), ProtocolError> {
+        let id = Reader::new(&self.read[payload.clone()]).u32()?;
         let method = spec::method(id).ok_or(CodecError::UnknownMethod)?;
+        let args = payload.start + 4..payload.end;
+        if let (Some(stage), true) = (self.stages.get(&channel), carries_content(id)) {
+            // Its arguments are decoded with the rest of the message, once that is whole.
+            match stage {
+                Stage::Idle => {
+                    self.stages.insert(channel, Stage::Header { method: Held { id, range: args } });
+                }
+                Stage::Refused => {}
+                stage => self.refuse(channel, Violation::method_out_of_turn(stage, id)),
+            }
+            return Ok(());
+        }
+        if id == spec::CHANNEL_OPEN_OK.id && channel != 0 {
+            self.stages.insert(channel, Stage::Idle);
+        } else if id == spec::CHANNEL_CLOSE.id || id == spec::CHANNEL_CLOSE_OK.id {
+            // A message cut off by a close is not one.
+            self.stages.remove(&channel);
+        }
         let objects = self.tape.objects.len();
         let at = self.tape.begin_event(TapeEvent::Method, channel, id);
-        let mut decoder = Decoder { strings: &mut self.strings, tape: &mut self.tape, base: from + 4 };
-        let mut args = Reader::new(&self.read[from + 4..to]);
-        if let Err(e) = decoder.method_args(method, &mut args) {
+        let mut decoder = Decoder { strings: &mut self.strings, tape: &mut self.tape, base: args.start };
+        if let Err(e) = decoder.method_args(method, &mut Reader::new(&self.read[args])) {
             self.tape.abandon_event(at, objects);
             return Err(e.into());
         }
@@ -419,81 +446,132 @@ impl Connection {
         Ok(())
     }
 
-    fn header_frame(&mut self, channel: u16, from: usize, to: usize) -> Result<(), ProtocolError> {
-        let mut r = Reader::new(&self.read[from..to]);
+    fn header_frame(&mut self, channel: u16, payload: Range<usize>) -> Result<(), ProtocolError> {
+        let mut r = Reader::new(&self.read[payload.clone()]);
         let class_id = r.u16()?;
         let _weight = r.u16()?;
         let body_size = r.u64()?;
         let props = spec::properties(class_id).ok_or(CodecError::UnknownProperties)?;
+        let properties = payload.start + 12..payload.end;
+        match self.stages.get(&channel) {
+            None => return self.header_event(channel, props, body_size, properties),
+            Some(Stage::Header { .. }) => {}
+            Some(Stage::Refused) => return Ok(()),
+            Some(stage) => {
+                let violation = Violation::header_out_of_turn(stage, channel, class_id);
+                self.refuse(channel, violation);
+                return Ok(());
+            }
+        }
+        let Some(Stage::Header { method }) = self.stages.remove(&channel) else { unreachable!("matched above") };
+        let properties = Held { id: class_id as u32, range: properties };
+        let assembly = Assembly { remaining: body_size, content: Vec::new() };
+        self.stages.insert(channel, Stage::Body { method, properties, body_size, assembly });
+        if body_size == 0 {
+            self.complete_message(channel, None)?;
+        }
+        Ok(())
+    }
+
+    /// A header handed on as it is (on a channel not opened by the peer).
+    fn header_event(&mut self, channel: u16, props: &PropertiesSpec, body_size: u64, properties: Range<usize>) -> Result<(), ProtocolError> {
         let objects = self.tape.objects.len();
-        let at = self.tape.begin_event(TapeEvent::Header, channel, class_id as u32);
+        let at = self.tape.begin_event(TapeEvent::Header, channel, props.class_id as u32);
         debug_assert_eq!(self.tape.len(), at + HEADER_BODY_SIZE);
         self.tape.push(body_size as f64);
-        let mut decoder = Decoder { strings: &mut self.strings, tape: &mut self.tape, base: from + 12 };
-        let mut rest = Reader::new(&self.read[from + 12..to]);
-        if let Err(e) = decoder.properties(props, &mut rest) {
+        let mut decoder = Decoder { strings: &mut self.strings, tape: &mut self.tape, base: properties.start };
+        if let Err(e) = decoder.properties(props, &mut Reader::new(&self.read[properties])) {
             self.tape.abandon_event(at, objects);
             return Err(e.into());
         }
         self.tape.end_event(at);
-        if body_size > 0 {
-            // Nothing is allocated until the body arrives: most bodies come in one frame.
-            self.assemblies.insert(channel, Assembly { remaining: body_size, content: Vec::new() });
-        } else {
-            self.assemblies.remove(&channel);
-        }
         Ok(())
     }
 
-    fn body_frame(&mut self, channel: u16, from: usize, to: usize) -> Result<(), ProtocolError> {
-        let piece = &self.read[from..to];
-        let Some(assembly) = self.assemblies.get_mut(&channel) else {
-            // No header announced this body: hand it on as it is, the channel reports it.
-            let content = self.tape.object(Obj::Content(piece.to_vec()));
-            self.emit_body(channel, content);
-            return Ok(());
+    fn body_frame(&mut self, channel: u16, payload: Range<usize>) -> Result<(), ProtocolError> {
+        let len = payload.len();
+        let (assembly, body_size) = match self.stages.get_mut(&channel) {
+            None => {
+                self.body_event(channel, payload);
+                return Ok(());
+            }
+            Some(Stage::Body { assembly, body_size, .. }) => (assembly, *body_size),
+            Some(Stage::Refused) => return Ok(()),
+            Some(stage) => {
+                let violation = Violation::body_out_of_turn(stage, channel);
+                self.refuse(channel, violation);
+                return Ok(());
+            }
         };
-        if piece.len() as u64 > assembly.remaining {
-            // More than the header declared: what came is handed on, longer than declared,
-            // and the channel refuses it with a channel error, as amqplib's does.
-            let mut done = self.assemblies.remove(&channel).expect("the assembly found above");
-            done.content.extend_from_slice(piece);
-            let content = self.tape.object(Obj::Content(done.content));
-            self.emit_body(channel, content);
+        if len as u64 > assembly.remaining {
+            self.refuse(channel, Violation::too_much_content(body_size));
             return Ok(());
         }
-        if assembly.content.is_empty() && piece.len() as u64 == assembly.remaining {
+        if assembly.content.is_empty() && len as u64 == assembly.remaining {
             // The whole body in one frame: it is copied straight from the read buffer into
             // the Buffer JS gets, with no assembly in between.
-            self.assemblies.remove(&channel);
-            if piece.len() <= POOLED_BODY_MAX {
-                self.tape.pooled_body(channel, from, piece.len());
-            } else {
-                let content = self.tape.object(Obj::Bytes { start: from, len: piece.len() });
-                self.emit_body(channel, content);
-            }
-            return Ok(());
+            return self.complete_message(channel, Some(payload));
         }
-        assembly.append(piece);
-        self.bytes_copied += piece.len() as u64;
+        assembly.append(&self.read[payload]);
+        self.bytes_copied += len as u64;
         if assembly.remaining == 0 {
-            self.complete_body(channel);
+            self.complete_message(channel, None)?;
         }
         Ok(())
     }
 
-    /// The channel's assembled body is whole: it goes to JS as it is.
-    fn complete_body(&mut self, channel: u16) {
-        let done = self.assemblies.remove(&channel).expect("an assembly to complete");
-        let content = self.tape.object(Obj::Content(done.content));
-        self.emit_body(channel, content);
+    /// A body frame handed on as it is (on a channel not opened by the peer).
+    fn body_event(&mut self, channel: u16, payload: Range<usize>) {
+        if payload.len() <= POOLED_BODY_MAX {
+            self.tape.pooled_body(channel, payload.start, payload.len());
+        } else {
+            let content = self.tape.object(Obj::Bytes { start: payload.start, len: payload.len() });
+            let at = self.tape.begin_event(TapeEvent::Body, channel, 0);
+            debug_assert_eq!(self.tape.len(), at + BODY_CONTENT);
+            self.tape.push(content);
+            self.tape.end_event(at);
+        }
     }
 
-    fn emit_body(&mut self, channel: u16, content: f64) {
-        let at = self.tape.begin_event(TapeEvent::Body, channel, 0);
-        debug_assert_eq!(self.tape.len(), at + BODY_CONTENT);
-        self.tape.push(content);
+    /// The message under way on `channel` is whole: one event with its method's arguments,
+    /// its properties and its content, which is `body` in the read buffer or else its
+    /// assembly.
+    fn complete_message(&mut self, channel: u16, body: Option<Range<usize>>) -> Result<(), ProtocolError> {
+        let Some(Stage::Body { method, properties, body_size, assembly }) = self.stages.insert(channel, Stage::Idle) else {
+            unreachable!("a message completes in its body stage")
+        };
+        let content = match body {
+            Some(range) if range.len() <= POOLED_BODY_MAX => Content::Pooled(range),
+            Some(range) => Content::Object(Obj::Bytes { start: range.start, len: range.len() }),
+            None if body_size == 0 => Content::Empty,
+            None => Content::Object(Obj::Content(assembly.content)),
+        };
+        let objects = self.tape.objects.len();
+        let at = self.tape.begin_message(channel, method.id, body_size, content);
+        let result = self.decode_message(at, &method, &properties);
+        if let Err(e) = result {
+            self.tape.abandon_event(at, objects);
+            return Err(e.into());
+        }
         self.tape.end_event(at);
+        Ok(())
+    }
+
+    fn decode_message(&mut self, at: usize, method: &Held, properties: &Held) -> crate::codec::Result<()> {
+        let method_spec = spec::method(method.id).expect("checked when it came");
+        let props = spec::properties(properties.id as u16).expect("checked when it came");
+        let mut decoder = Decoder { strings: &mut self.strings, tape: &mut self.tape, base: method.range.start };
+        decoder.method_args(method_spec, &mut Reader::new(&self.read[method.range.clone()]))?;
+        decoder.tape.mark_message_properties(at);
+        decoder.base = properties.range.start;
+        decoder.properties(props, &mut Reader::new(&self.read[properties.range.clone()]))
+    }
+
+    /// Tells the channel it broke the content rules; its content frames are dropped from now
+    /// until it is closed.
+    fn refuse(&mut self, channel: u16, violation: Violation) {
+        self.stages.insert(channel, Stage::Refused);
+        self.tape.channel_error(channel, spec::UNEXPECTED_FRAME as u16, violation.text, violation.blamed);
     }
 
     // ------------------------------------------------------------ outgoing
@@ -566,7 +644,7 @@ impl Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::boundary::{EVENT_CHANNEL, EVENT_ID, EVENT_KIND, EVENT_LENGTH};
+    use crate::boundary::{EVENT_CHANNEL, EVENT_ID, EVENT_KIND, EVENT_LENGTH, MESSAGE_ARGUMENTS, MESSAGE_BODY_SIZE, MESSAGE_PROPERTIES};
     use crate::test_support::{content_head, method_frame, TapeView, TestValue};
     use proptest::prelude::*;
 
@@ -584,6 +662,14 @@ mod tests {
             i += slots[i + EVENT_LENGTH] as usize;
         }
         out
+    }
+
+    /// A client whose channel 1 the server has opened.
+    fn opened() -> Connection {
+        let mut client = Connection::new();
+        client.receive(&method_frame(1, spec::CHANNEL_OPEN_OK.id, &TestValue::object(&[("channelId", TestValue::Bytes(Vec::new()))])).unwrap());
+        client.bytes_copied = 0;
+        client
     }
 
     fn deliver_fields(tag: &str) -> TestValue {
@@ -606,14 +692,19 @@ mod tests {
     }
 
     #[test]
-    fn a_delivery_is_method_header_and_one_assembled_body() {
+    fn a_delivery_is_one_event_with_its_assembled_body() {
         let body: Vec<u8> = (0..10_000u32).map(|n| n as u8).collect();
-        let mut client = Connection::new();
+        let mut client = opened();
         client.receive(&delivery(&body, 4096));
-        assert_eq!(
-            events(&client),
-            vec![(TapeEvent::Method as u8, 1, spec::BASIC_DELIVER.id), (TapeEvent::Header as u8, 1, 60), (TapeEvent::Body as u8, 1, 0)]
-        );
+        assert_eq!(events(&client), vec![(TapeEvent::Message as u8, 1, spec::BASIC_DELIVER.id)]);
+        let slots = client.tape.to_slots();
+        let view = TapeView::new(&slots, &client.tape, client.read_buffer());
+        let at = view.base;
+        assert_eq!(slots[at + MESSAGE_BODY_SIZE], body.len() as f64);
+        assert_eq!(view.string(slots[at + MESSAGE_ARGUMENTS]), "ctag", "the consumer tag, its first argument");
+        let properties = at + slots[at + MESSAGE_PROPERTIES] as usize;
+        assert_eq!(slots[properties], 0x8000 as f64, "the flags: content type only");
+        assert_eq!(view.string(slots[properties + 1]), "text/plain");
         let content = client.tape.objects.iter().find_map(|o| match o {
             Obj::Content(c) => Some(c),
             _ => None,
@@ -627,21 +718,21 @@ mod tests {
     fn small_bodies_in_one_frame_share_the_read_s_content_slab() {
         let mut bytes = delivery(b"small", 4096);
         bytes.extend(delivery(b"second", 4096));
-        let mut client = Connection::new();
+        let mut client = opened();
         client.receive(&bytes);
         let kinds: Vec<u8> = events(&client).iter().map(|e| e.0).collect();
-        assert_eq!(kinds, [TapeEvent::Method as u8, TapeEvent::Header as u8, TapeEvent::PooledBody as u8, TapeEvent::Method as u8, TapeEvent::Header as u8, TapeEvent::PooledBody as u8]);
+        assert_eq!(kinds, [TapeEvent::Message as u8, TapeEvent::Message as u8]);
         let slab: Vec<u8> = client.tape.pooled.iter().flat_map(|&(start, len)| &client.read_buffer()[start..start + len]).copied().collect();
         assert_eq!(slab, b"smallsecond");
         assert_eq!(client.tape.pooled_bytes(), 11);
         assert!(client.tape.objects.iter().all(|o| !matches!(o, Obj::Bytes { .. } | Obj::Content(_))));
-        assert!(client.assemblies.is_empty());
+        assert!(matches!(client.stages.get(&1), Some(Stage::Idle)), "between messages");
     }
 
     #[test]
     fn a_large_body_in_one_frame_is_handed_over_from_the_read_buffer() {
         let body = vec![7u8; POOLED_BODY_MAX + 1];
-        let mut client = Connection::new();
+        let mut client = opened();
         client.receive(&delivery(&body, 131072));
         let bytes = client.tape.objects.iter().find_map(|o| match o {
             Obj::Bytes { start, len } => Some(&client.read_buffer()[*start..start + len]),
@@ -653,7 +744,7 @@ mod tests {
 
     #[test]
     fn released_buffers_are_given_back_and_nothing_more_is_parsed() {
-        let mut client = Connection::new();
+        let mut client = opened();
         client.receive(&delivery(&[1; 5000], 4096)[..3000]);
         client.release_buffers();
         assert_eq!(client.read.capacity(), 0);
@@ -712,13 +803,12 @@ mod tests {
     fn split_at_every_byte_gives_the_same_events() {
         let bytes = [delivery(b"hello world", 4096), frame::HEARTBEAT.to_vec()].concat();
         for cut in 0..bytes.len() {
-            let mut client = Connection::new();
+            let mut client = opened();
             client.receive(&bytes[..cut]);
             let mut seen = events(&client);
             client.receive(&bytes[cut..]);
             seen.extend(events(&client));
-            assert_eq!(seen.len(), 4, "cut at {cut}");
-            assert_eq!(seen[3].0, TapeEvent::Heartbeat as u8);
+            assert_eq!(seen, [(TapeEvent::Message as u8, 1, spec::BASIC_DELIVER.id), (TapeEvent::Heartbeat as u8, 0, 0)], "cut at {cut}");
         }
     }
 
@@ -743,13 +833,13 @@ mod tests {
         // (Under Miri, which runs some 10,000 times slower, the tiny reads are left out.)
         let chunks: &[usize] = if cfg!(miri) { &[1000, 65536, usize::MAX] } else { &[1, 7, 1000, 65536, 200_000, usize::MAX] };
         for &chunk in chunks {
-            let mut client = Connection::new();
+            let mut client = opened();
             client.set_frame_max(131072);
             let (seen, contents) = read_through(&mut client, &bytes, chunk);
             let kinds: Vec<u8> = seen.iter().map(|e| e.0).collect();
             assert_eq!(
                 kinds,
-                [TapeEvent::Method as u8, TapeEvent::Header as u8, TapeEvent::Body as u8, TapeEvent::Heartbeat as u8, TapeEvent::Method as u8, TapeEvent::Header as u8, TapeEvent::PooledBody as u8],
+                [TapeEvent::Message as u8, TapeEvent::Heartbeat as u8, TapeEvent::Message as u8],
                 "chunk {chunk}"
             );
             assert_eq!(contents, std::slice::from_ref(&body), "chunk {chunk}");
@@ -764,7 +854,7 @@ mod tests {
         let mut bytes = delivery(&vec![1u8; 100_000], 131072);
         let end = bytes.len() - 1;
         bytes[end] = 0;
-        let mut client = Connection::new();
+        let mut client = opened();
         client.set_frame_max(131072);
         let (seen, contents) = read_through(&mut client, &bytes, 4096);
         assert!(contents.is_empty(), "no body from a bad frame");
@@ -773,7 +863,7 @@ mod tests {
 
     #[test]
     fn repeated_strings_are_sent_to_js_once() {
-        let mut client = Connection::new();
+        let mut client = opened();
         client.receive(&delivery(b"a", 4096));
         let first = client.tape.to_slots()[1];
         client.receive(&delivery(b"b", 4096));
@@ -788,32 +878,34 @@ mod tests {
         server.send_frames(&method_frame(1, spec::BASIC_DELIVER.id, &deliver_fields("t")).unwrap()).unwrap();
         let mut header = Vec::new();
         frame::write_header(&mut header, 1, &spec::BASIC_PROPERTIES, u64::MAX / 2, &TestValue::object(&[]), u16::MAX).unwrap();
-        let mut client = Connection::new();
+        let mut client = opened();
         client.receive(&[server.out, header].concat());
-        let reserved: usize = client.assemblies.values().map(|a| a.content.capacity()).sum();
-        assert_eq!(reserved, 0, "nothing is reserved before the body arrives");
+        assert_eq!(reserved(&client), 0, "nothing is reserved before the body arrives");
         let mut body = Vec::new();
         frame::write_body(&mut body, 1, &[0; 1000], 4096);
         client.receive(&body);
-        let reserved: usize = client.assemblies.values().map(|a| a.content.capacity()).sum();
-        assert!(reserved as u64 <= MAX_CONTENT_RESERVE);
+        assert!(reserved(&client) as u64 <= crate::content::MAX_CONTENT_RESERVE);
+    }
+
+    fn reserved(client: &Connection) -> usize {
+        client.stages.values().map(|stage| if let Stage::Body { assembly, .. } = stage { assembly.content.capacity() } else { 0 }).sum()
     }
 
     #[test]
     fn frames_over_the_frame_max_are_accepted_up_to_max_frame_size() {
         // Some brokers send a delivery's body unsplit, over the negotiated frame max.
         let unsplit = delivery(&[7u8; 20_000], 131_072);
-        let mut client = Connection::new();
+        let mut client = opened();
         client.set_frame_max(4096);
         client.receive(&unsplit);
-        assert_eq!(events(&client).last().map(|e| e.0), Some(TapeEvent::Body as u8));
+        assert_eq!(events(&client).last().map(|e| e.0), Some(TapeEvent::Message as u8));
         // The limit is checked from the header alone, before the payload arrives.
-        let mut client = Connection::new();
+        let mut client = opened();
         client.set_max_frame_size(16_384);
         client.receive(&unsplit[..unsplit.len() - 10_000]);
         assert_eq!(error_code(&client), Some(FRAME_ERROR));
         // 0 lifts the limit.
-        let mut client = Connection::new();
+        let mut client = opened();
         client.set_max_frame_size(0);
         client.receive(&delivery(&vec![1u8; DEFAULT_MAX_FRAME_SIZE + 1], UNTUNED_FRAME_MAX * 8));
         assert_eq!(error_code(&client), None);
@@ -821,7 +913,7 @@ mod tests {
 
     #[test]
     fn frames_too_large_to_send_are_refused_and_nothing_is_sent() {
-        let mut client = Connection::new();
+        let mut client = opened();
         client.set_frame_max(4096);
         let big = TestValue::object(&[("x-big", TestValue::Str("x".repeat(5000)))]);
         let declare = TestValue::object(&[("queue", TestValue::Str("q".into())), ("arguments", big.clone())]);
@@ -850,7 +942,7 @@ mod tests {
     #[test]
     fn hostile_frames_are_errors_and_later_bytes_are_ignored() {
         let oversize = [3u8, 0, 1, 0, 0, 0x20, 0];
-        let mut client = Connection::new();
+        let mut client = opened();
         client.set_max_frame_size(4096);
         client.receive(&oversize);
         assert_eq!(error_code(&client), Some(FRAME_ERROR));
@@ -859,16 +951,15 @@ mod tests {
 
         let mut unknown_type = frame::HEARTBEAT;
         unknown_type[0] = 9;
-        let mut client = Connection::new();
+        let mut client = opened();
         client.receive(&unknown_type);
         assert_eq!(error_code(&client), Some(FRAME_ERROR));
 
     }
 
     #[test]
-    fn a_body_longer_than_declared_is_handed_on_for_its_channel_to_refuse() {
-        // In one frame, and in a second frame after part of the body: the connection goes on,
-        // and the channel sees more content than its header declared (and closes, in JS).
+    fn a_body_longer_than_declared_is_a_channel_error_and_the_connection_goes_on() {
+        // In one frame, and in a second frame after part of the body.
         let mut too_long = delivery(b"abc", 4096);
         let body_at = too_long.len() - 11; // 7 header bytes, 3 of body, frame-end
         too_long[body_at + 6] = 4; // the body frame claims 4 bytes where the header said 3
@@ -877,15 +968,12 @@ mod tests {
         let last_body = split.len() - 11;
         split[last_body + 6] = 4;
         split.insert(split.len() - 1, b'g');
-        for (bytes, whole) in [(too_long, &b"abcd"[..]), (split, &b"abcdefg"[..])] {
-            let mut client = Connection::new();
+        for (bytes, declared) in [(too_long, 3), (split, 6)] {
+            let mut client = opened();
             client.receive(&bytes);
-            assert_eq!(error_code(&client), None);
-            let content = client.tape.objects.iter().find_map(|o| match o {
-                Obj::Content(c) => Some(c.as_slice()),
-                _ => None,
-            });
-            assert_eq!(content, Some(whole));
+            assert_eq!(events(&client), vec![(TapeEvent::ChannelError as u8, 1, spec::UNEXPECTED_FRAME)]);
+            let text = client.tape.objects.iter().find_map(|o| if let Obj::Text(t) = o { Some(t.clone()) } else { None });
+            assert_eq!(text.as_deref(), Some(format!("Too much content sent! Expected {declared} bytes").as_str()));
             client.receive(&frame::HEARTBEAT);
             assert_eq!(events(&client), vec![(TapeEvent::Heartbeat as u8, 0, 0)]);
         }
@@ -894,7 +982,7 @@ mod tests {
     proptest! {
         #[test]
         fn fuzz_frame_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
-            let mut client = Connection::new();
+            let mut client = opened();
             client.receive(&bytes);
             client.receive(&bytes);
         }
@@ -905,7 +993,7 @@ mod tests {
             let at = at % bytes.len();
             bytes[at] = byte;
             let cut = cut % bytes.len();
-            let mut client = Connection::new();
+            let mut client = opened();
             client.receive(&bytes[..cut]);
             client.receive(&bytes[cut..]);
             prop_assert!(client.read_buffer().len() <= bytes.len());
@@ -917,7 +1005,7 @@ mod tests {
             let mut bytes = [delivery(&body, 65536), delivery(b"after", 65536)].concat();
             let at = at % bytes.len();
             bytes[at] = byte;
-            let mut client = Connection::new();
+            let mut client = opened();
             client.set_frame_max(65536);
             // (Miri, some 10,000 times slower, reads in larger pieces.)
             let chunk = if cfg!(miri) { chunk.max(8192) } else { chunk };
@@ -943,12 +1031,16 @@ mod pair_tests {
     /// Read sizes (under Miri, which runs some 10,000 times slower, the tiniest are left out).
     const READS: &[usize] = if cfg!(miri) { &[17, 4096, usize::MAX] } else { &[1, 3, 17, 4096, usize::MAX] };
 
-    fn deliver(channel: u16, size: u64) -> [Seen; 2] {
-        [Seen::Method { channel, id: spec::BASIC_DELIVER.id }, Seen::Header { channel, size }]
+    fn delivered(channel: u16, content: &[u8]) -> Seen {
+        Seen::Message { channel, id: spec::BASIC_DELIVER.id, content: content.to_vec() }
+    }
+
+    fn refused(channel: u16, text: &str, blamed: u32) -> Seen {
+        Seen::ChannelError { channel, code: spec::UNEXPECTED_FRAME, text: text.into(), blamed }
     }
 
     #[test]
-    fn bodies_on_interleaved_channels_are_assembled_apart() {
+    fn messages_on_interleaved_channels_are_assembled_apart() {
         for &chunk in READS {
             let mut pair = Pair::new(4096 + 8);
             let (one, two) = (vec![1u8; 10_000], vec![2u8; 5_000]);
@@ -963,40 +1055,94 @@ mod pair_tests {
                     pair.raw(f);
                 }
             }
-            let seen = pair.read(chunk);
-            let bodies: Vec<_> = seen.into_iter().filter(|s| matches!(s, Seen::Body { .. })).collect();
-            assert_eq!(bodies, [Seen::Body { channel: 2, content: two.clone() }, Seen::Body { channel: 1, content: one.clone() }], "read {chunk}");
+            assert_eq!(pair.read(chunk), [delivered(2, &two), delivered(1, &one)], "read {chunk}");
         }
     }
 
     #[test]
-    fn a_method_in_the_middle_of_a_body_ends_it_and_is_handed_on() {
+    fn deliveries_returns_and_get_oks_are_whole_and_other_methods_pass_between_their_frames() {
+        for &chunk in READS {
+            let mut pair = Pair::new(4096 + 8);
+            pair.message(1, spec::BASIC_GET_OK.id, 1, &[5; 5000]);
+            let bytes = std::mem::take(&mut pair.server.out);
+            let frames = crate::test_support::split_frames(&bytes);
+            pair.raw(frames[0]).method(1, spec::BASIC_ACK.id, &[("deliveryTag", TestValue::Num(3.0))]).raw(&frames[1..].concat());
+            pair.message(2, spec::BASIC_RETURN.id, 2, b"returned");
+            let expected = [
+                Seen::Method { channel: 1, id: spec::BASIC_ACK.id },
+                Seen::Message { channel: 1, id: spec::BASIC_GET_OK.id, content: vec![5; 5000] },
+                Seen::Message { channel: 2, id: spec::BASIC_RETURN.id, content: b"returned".to_vec() },
+            ];
+            assert_eq!(pair.read(chunk), expected, "read {chunk}");
+        }
+    }
+
+    #[test]
+    fn a_message_cut_off_by_the_next_is_refused_and_the_channel_s_content_dropped_until_it_is_reopened() {
         for &chunk in READS {
             let mut pair = Pair::new(4096 + 8);
             pair.deliver(1, 1, &[7; 6000]);
             let mut bytes = std::mem::take(&mut pair.server.out);
             bytes.truncate(bytes.len() - (6000 - 4096) - 8); // the last body frame never comes
-            pair.raw(&bytes).method(1, spec::BASIC_CANCEL_OK.id, &[("consumerTag", TestValue::Str("c".into()))]);
-            pair.deliver(1, 2, b"next");
-            let seen = pair.read(chunk);
-            let mut expected = deliver(1, 6000).to_vec();
-            expected.push(Seen::Method { channel: 1, id: spec::BASIC_CANCEL_OK.id });
-            expected.extend(deliver(1, 4));
-            expected.push(Seen::Body { channel: 1, content: b"next".to_vec() });
-            assert_eq!(seen, expected, "read {chunk}: the partial body is dropped, the channel sees the method");
+            pair.raw(&bytes).deliver(1, 2, b"next").deliver(2, 1, b"other channel");
+            pair.method(1, spec::CHANNEL_CLOSE_OK.id, &[]);
+            pair.method(1, spec::CHANNEL_OPEN_OK.id, &[("channelId", TestValue::Bytes(Vec::new()))]).deliver(1, 3, b"after");
+            let expected = [
+                refused(1, "Expected content frame after headers", spec::BASIC_DELIVER.id),
+                delivered(2, b"other channel"),
+                Seen::Method { channel: 1, id: spec::CHANNEL_CLOSE_OK.id },
+                Seen::Method { channel: 1, id: spec::CHANNEL_OPEN_OK.id },
+                delivered(1, b"after"),
+            ];
+            assert_eq!(pair.read(chunk), expected, "read {chunk}");
         }
     }
 
     #[test]
-    fn an_empty_message_has_no_body_and_a_stray_body_is_handed_on() {
+    fn frames_out_of_turn_are_refused_with_amqplib_s_words() {
+        const STRAY_BODY: [u8; 13] = [3, 0, 1, 0, 0, 0, 5, b's', b't', b'r', b'a', b'y', 0xce];
+        type Send = dyn Fn(&mut Pair) -> &mut Pair;
+        let cases: [(&Send, Seen); 4] = [
+            (&|p| p.deliver(1, 1, b"").raw(&STRAY_BODY), refused(1, "Expected BasicDeliver or BasicReturn; got <Content channel:1 size:NaN>", 0)),
+            (&|p| p.header(3, 10), refused(3, "Expected BasicDeliver or BasicReturn; got <BasicProperties channel:3>", 60)),
+            (&|p| p.message_method(1, spec::BASIC_DELIVER.id).message_method(1, spec::BASIC_DELIVER.id), refused(1, "Expected headers frame after delivery", spec::BASIC_DELIVER.id)),
+            (&|p| p.message_method(1, spec::BASIC_GET_OK.id).header(1, 10).header(1, 10), refused(1, "Expected content frame after headers", 60)),
+        ];
+        for (send, error) in cases {
+            for &chunk in READS {
+                let mut pair = Pair::new(4096 + 8);
+                send(&mut pair);
+                let seen = pair.read(chunk);
+                assert_eq!(seen.iter().filter(|s| matches!(s, Seen::ChannelError { .. })).collect::<Vec<_>>(), [&error], "read {chunk}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_empty_message_is_whole_at_its_header() {
         for &chunk in READS {
             let mut pair = Pair::new(4096 + 8);
-            pair.deliver(1, 1, b"");
-            pair.raw(&[3, 0, 1, 0, 0, 0, 5, b's', b't', b'r', b'a', b'y', 0xce]);
-            let seen = pair.read(chunk);
-            let mut expected = deliver(1, 0).to_vec();
-            expected.push(Seen::Body { channel: 1, content: b"stray".to_vec() });
-            assert_eq!(seen, expected, "read {chunk}");
+            pair.deliver(1, 1, b"").deliver(1, 2, b"x");
+            assert_eq!(pair.read(chunk), [delivered(1, b""), delivered(1, b"x")], "read {chunk}");
+        }
+    }
+
+    #[test]
+    fn frames_on_channels_the_peer_has_not_opened_are_handed_on_one_by_one() {
+        // Channel 0, a channel never opened, and one closed: as a server sees a publish.
+        for channel in [0, 9, 3] {
+            let mut pair = Pair::new(4096 + 8);
+            pair.method(3, spec::CHANNEL_CLOSE.id, &[("replyCode", TestValue::Num(200.0)), ("replyText", TestValue::Str("".into())), ("classId", TestValue::Num(0.0)), ("methodId", TestValue::Num(0.0))]);
+            pair.read(usize::MAX);
+            pair.message(channel, spec::BASIC_PUBLISH.id, 1, b"abc").message(channel, spec::BASIC_DELIVER.id, 2, b"");
+            let expected = [
+                Seen::Method { channel, id: spec::BASIC_PUBLISH.id },
+                Seen::Header { channel, size: 3 },
+                Seen::Body { channel, content: b"abc".to_vec() },
+                Seen::Method { channel, id: spec::BASIC_DELIVER.id },
+                Seen::Header { channel, size: 0 },
+            ];
+            assert_eq!(pair.read(usize::MAX), expected, "channel {channel}");
         }
     }
 
@@ -1011,7 +1157,7 @@ mod pair_tests {
             }
             let seen = pair.read(chunk);
             assert_eq!(seen.iter().filter(|s| **s == Seen::Heartbeat).count(), 5, "read {chunk}");
-            assert!(seen.contains(&Seen::Body { channel: 1, content: vec![9; 9000] }), "read {chunk}");
+            assert!(seen.contains(&delivered(1, &[9; 9000])), "read {chunk}");
             assert!(!seen.iter().any(|s| matches!(s, Seen::ConnectionError { .. })));
         }
     }

@@ -7,6 +7,7 @@
 //! - [`frame`]: the frame envelope, and writing frames into an output buffer.
 //! - [`strings`]: the bounded interned-string table.
 //! - [`tape`]: how decoded events reach JS, one crossing per read.
+//! - [`content`]: the content rules of a channel (method, header, body), with amqplib's errors.
 //! - [`connection`]: the sans-IO core of one connection (bytes in, events out).
 //! - `transport`, `uv` and `driver`: the TCP socket owned by the native side, the libuv poll
 //!   handle that watches it on Node's loop, and the driver that reads and writes it for a
@@ -19,7 +20,7 @@
 //!
 //! # Unsafe code, and the invariant each use relies on
 //!
-//! `codec`, `frame`, `strings`, `tape`, `spec` and `boundary` have none. Every block elsewhere carries a
+//! `codec`, `content`, `frame`, `strings`, `tape`, `spec` and `boundary` have none. Every block elsewhere carries a
 //! `SAFETY:` comment; by function:
 //!
 //! | where | what | relies on |
@@ -44,6 +45,7 @@
 pub mod boundary;
 pub mod codec;
 pub mod connection;
+pub mod content;
 pub mod frame;
 #[rustfmt::skip]
 pub mod spec;

@@ -39,6 +39,17 @@ pub enum Obj {
     Text(String),
 }
 
+/// A whole message's content, as its event carries it.
+#[derive(Debug)]
+pub enum Content {
+    /// An empty body (JS makes its own empty Buffer).
+    Empty,
+    /// A small body at this range of the decoded buffer, for the read's content slab.
+    Pooled(std::ops::Range<usize>),
+    /// A Buffer of its own.
+    Object(Obj),
+}
+
 #[derive(Debug, Default)]
 pub struct Tape {
     slots: Vec<f64>,
@@ -75,10 +86,50 @@ impl Tape {
         let at = self.begin_event(TapeEvent::PooledBody, channel, 0);
         debug_assert_eq!(self.slots.len(), at + POOLED_BODY_OFFSET);
         debug_assert_eq!(POOLED_BODY_LENGTH, POOLED_BODY_OFFSET + 1);
-        self.slots.extend_from_slice(&[self.pooled_bytes as f64, len as f64]);
+        let offset = self.pool(start, len);
+        self.slots.extend_from_slice(&[offset, len as f64]);
         self.end_event(at);
+    }
+
+    /// Adds `start..start + len` of the decoded buffer to the content slab; returns its offset there.
+    fn pool(&mut self, start: usize, len: usize) -> f64 {
+        let offset = self.pooled_bytes;
         self.pooled.push((start, len));
         self.pooled_bytes += len;
+        offset as f64
+    }
+
+    /// Starts a whole message's event: its fixed slots, then the method's arguments are to
+    /// follow, then [`mark_message_properties`](Self::mark_message_properties) and its
+    /// properties, then [`end_event`](Self::end_event).
+    pub fn begin_message(&mut self, channel: u16, method_id: u32, body_size: u64, content: Content) -> usize {
+        let at = self.begin_event(TapeEvent::Message, channel, method_id);
+        debug_assert_eq!(self.slots.len(), at + MESSAGE_BODY_SIZE);
+        debug_assert_eq!(
+            [MESSAGE_CONTENT, MESSAGE_OFFSET, MESSAGE_LENGTH, MESSAGE_PROPERTIES, MESSAGE_ARGUMENTS],
+            [1, 2, 3, 4, 5].map(|n| MESSAGE_BODY_SIZE + n)
+        );
+        let (object, offset, len) = match content {
+            Content::Empty => (-1.0, 0.0, 0.0),
+            Content::Pooled(range) => (-1.0, self.pool(range.start, range.len()), range.len() as f64),
+            Content::Object(obj) => (self.object(obj), 0.0, 0.0),
+        };
+        self.slots.extend_from_slice(&[body_size as f64, object, offset, len, 0.0]);
+        at
+    }
+
+    /// Where the message event begun at `at` has its properties: from here on.
+    pub fn mark_message_properties(&mut self, at: usize) {
+        self.slots[at + MESSAGE_PROPERTIES] = (self.slots.len() - at) as f64;
+    }
+
+    /// A channel broke the protocol: its error's code, text and the method blamed.
+    pub fn channel_error(&mut self, channel: u16, code: u16, text: String, blamed: u32) {
+        let text = self.object(Obj::Text(text));
+        let at = self.begin_event(TapeEvent::ChannelError, channel, code as u32);
+        debug_assert_eq!(self.slots.len() + 1, at + CHANNEL_ERROR_METHOD);
+        self.slots.extend_from_slice(&[text, blamed as f64]);
+        self.end_event(at);
     }
 
     pub fn len(&self) -> usize {

@@ -217,6 +217,9 @@ pub enum Seen {
     Method { channel: u16, id: u32 },
     Header { channel: u16, size: u64 },
     Body { channel: u16, content: Vec<u8> },
+    /// A whole delivery, return or get-ok.
+    Message { channel: u16, id: u32, content: Vec<u8> },
+    ChannelError { channel: u16, code: u32, text: String, blamed: u32 },
     Heartbeat,
     ConnectionError { code: u32 },
 }
@@ -230,11 +233,17 @@ pub struct Pair {
 }
 
 impl Pair {
+    /// A pair whose channels 1 to 3 the server has opened (channel.open-ok).
     pub fn new(frame_max: usize) -> Self {
         let (mut server, mut client) = (crate::connection::Connection::new(), crate::connection::Connection::new());
         server.set_frame_max(frame_max);
         client.set_frame_max(frame_max);
-        Pair { server, client }
+        let mut pair = Pair { server, client };
+        for channel in 1..=3 {
+            pair.method(channel, spec::CHANNEL_OPEN_OK.id, &[("channelId", TestValue::Bytes(Vec::new()))]);
+        }
+        pair.read(usize::MAX);
+        pair
     }
 
     pub fn method(&mut self, channel: u16, method_id: u32, fields: &[(&str, TestValue)]) -> &mut Self {
@@ -244,15 +253,40 @@ impl Pair {
 
     /// A basic.deliver of `body` with consumer tag "c" and delivery tag `tag`.
     pub fn deliver(&mut self, channel: u16, tag: u32, body: &[u8]) -> &mut Self {
-        let fields = TestValue::object(&[
+        self.message(channel, spec::BASIC_DELIVER.id, tag, body)
+    }
+
+    /// A message of `body` with the method `method_id` (a deliver, return or get-ok).
+    pub fn message(&mut self, channel: u16, method_id: u32, tag: u32, body: &[u8]) -> &mut Self {
+        let head = content_head(channel, method_id, &Pair::message_fields(tag), &TestValue::object(&[]), body.len()).unwrap();
+        self.server.send_content(channel, &head, body).unwrap();
+        self
+    }
+
+    /// The method frame alone of a message.
+    pub fn message_method(&mut self, channel: u16, method_id: u32) -> &mut Self {
+        self.server.send_frames(&method_frame(channel, method_id, &Pair::message_fields(1)).unwrap()).unwrap();
+        self
+    }
+
+    /// Arguments enough for a deliver, return or get-ok.
+    fn message_fields(tag: u32) -> TestValue {
+        TestValue::object(&[
             ("consumerTag", TestValue::Str("c".into())),
             ("deliveryTag", TestValue::Num(tag as f64)),
             ("exchange", TestValue::Str("".into())),
             ("routingKey", TestValue::Str("q".into())),
-        ]);
-        let head = content_head(channel, spec::BASIC_DELIVER.id, &fields, &TestValue::object(&[]), body.len()).unwrap();
-        self.server.send_content(channel, &head, body).unwrap();
-        self
+            ("replyCode", TestValue::Num(312.0)),
+            ("replyText", TestValue::Str("NO_ROUTE".into())),
+            ("messageCount", TestValue::Num(0.0)),
+        ])
+    }
+
+    /// A content header alone, declaring `body_size`.
+    pub fn header(&mut self, channel: u16, body_size: u64) -> &mut Self {
+        let mut out = Vec::new();
+        frame::write_header(&mut out, channel, &spec::BASIC_PROPERTIES, body_size, &TestValue::object(&[]), u16::MAX).unwrap();
+        self.raw(&out)
     }
 
     pub fn raw(&mut self, bytes: &[u8]) -> &mut Self {
@@ -285,11 +319,22 @@ impl Pair {
                     (at - n == offset && n == len).then(|| source[start..start + n].to_vec())
                 })
             };
+            let view = TapeView::new(&slots, tape, source);
             out.push(match kind {
                 k if k == TapeEvent::Method as u8 => Seen::Method { channel, id },
+                k if k == TapeEvent::Message as u8 => {
+                    let content = match slots[i + MESSAGE_CONTENT] {
+                        object if object >= 0.0 => view.bytes(object),
+                        _ => pooled(slots[i + MESSAGE_OFFSET] as usize, slots[i + MESSAGE_LENGTH] as usize).unwrap_or_default(),
+                    };
+                    Seen::Message { channel, id, content }
+                }
+                k if k == TapeEvent::ChannelError as u8 => {
+                    let text = self_text(&tape.objects[slots[i + CHANNEL_ERROR_TEXT] as usize], source);
+                    Seen::ChannelError { channel, code: id, text, blamed: slots[i + CHANNEL_ERROR_METHOD] as u32 }
+                }
                 k if k == TapeEvent::Header as u8 => Seen::Header { channel, size: slots[i + HEADER_BODY_SIZE] as u64 },
                 k if k == TapeEvent::Body as u8 => {
-                    let view = TapeView::new(&slots, tape, source);
                     Seen::Body { channel, content: view.bytes(slots[i + BODY_CONTENT]) }
                 }
                 k if k == TapeEvent::PooledBody as u8 => {
