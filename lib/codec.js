@@ -1,12 +1,13 @@
 'use strict';
-// Field tables, as amqplib's lib/codec.js exposes them; the work is done by the native core.
+// Field tables, as amqplib's lib/codec.js exposes them; the work is done by the native core
+// (in development builds only: lib/codec_exports.js).
 
-const native = require('./native');
+const { codecExport } = require('./codec_exports');
 const { TapeReader } = require('./tape');
 
 // Writes `table` (length-prefixed) into `buffer` at `offset`; returns the bytes written.
 function encodeTable(buffer, table, offset) {
-  const encoded = native.encodeTable(table);
+  const encoded = codecExport('encodeTable')(table);
   if (offset + encoded.length > buffer.length) throw new RangeError('Table does not fit in the buffer');
   return encoded.copy(buffer, offset);
 }
@@ -14,7 +15,7 @@ function encodeTable(buffer, table, offset) {
 // Decodes a table body (without its length prefix).
 function decodeFields(slice) {
   const reader = new TapeReader();
-  const decoded = native.decodeTable(slice);
+  const decoded = codecExport('decodeTable')(slice);
   return reader.table(decoded[0], reader.load(decoded));
 }
 

@@ -1,9 +1,9 @@
 'use strict';
 // The protocol definitions under the names amqplib's lib/defs.js exports: method and
 // properties ids, their descriptions (`info`), constants, and the codec entry points, all
-// backed by the native core.
+// backed by the native core (the codec's in development builds only: lib/codec_exports.js).
 
-const native = require('./native');
+const { codecExport } = require('./codec_exports');
 const spec = require('./spec');
 const { TapeReader } = require('./tape');
 
@@ -31,19 +31,19 @@ for (const props of spec.properties) {
 
 defs.info = (id) => infoById.get(id);
 
-defs.encodeMethod = (id, channel, fields) => native.encodeMethod(id, channel, fields);
+defs.encodeMethod = (id, channel, fields) => codecExport('encodeMethod')(id, channel, fields);
 
-defs.encodeProperties = (id, channel, size, fields) => native.encodeProperties(id, channel, size, fields);
+defs.encodeProperties = (id, channel, size, fields) => codecExport('encodeProperties')(id, channel, size, fields);
 
 // Decodes method arguments (the payload after the method id), or content properties (the
 // flags and values after the body size) when `id` is a properties class.
 defs.decode = (id, buf) => {
   const reader = new TapeReader();
   if (propertyClasses.has(id)) {
-    const decoded = native.decodeProperties(id, buf);
+    const decoded = codecExport('decodeProperties')(id, buf);
     return reader.properties(id, decoded[0], reader.load(decoded));
   }
-  const decoded = native.decodeMethod(id, buf);
+  const decoded = codecExport('decodeMethod')(id, buf);
   return reader.methodFields(id, decoded[0], reader.load(decoded));
 };
 

@@ -51,7 +51,7 @@ const sanitized = { RUSTC_BOOTSTRAP: '1', RUSTFLAGS: '-Zsanitizer=address' };
 const runtime = asanRuntime();
 
 run('Rust tests under ASan', 'cargo', ['test', ...cargoArgs], sanitized);
-run('addon under ASan', 'cargo', ['build', '--lib', ...cargoArgs], sanitized);
+run('addon under ASan', 'cargo', ['build', '--lib', '--features', 'codec-exports', ...cargoArgs], sanitized);
 const built = path.join(targetDir, host, 'release', 'libamqplib_rs.so');
 const addon = path.join(targetDir, 'amqplib_rs.asan.node');
 fs.copyFileSync(built, addon);

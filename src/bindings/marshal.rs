@@ -4,7 +4,8 @@
 
 use super::errors::check;
 use crate::codec::{Kind, Value};
-use napi::bindgen_prelude::*;
+#[cfg(feature = "codec-exports")]
+use napi::bindgen_prelude::{Env, JsValue, Unknown};
 use napi::sys;
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -81,7 +82,8 @@ impl<'call> JsVal<'call> {
         Ok(yes)
     }
 
-    /// An argument of a napi-rs entry point.
+    /// An argument of a napi-rs entry point (the codec exports').
+    #[cfg(feature = "codec-exports")]
     pub(super) fn of(env: &'call Env, value: &'call Unknown) -> Self {
         // SAFETY: both belong to the entry point's call, which they borrow.
         unsafe { JsVal::new(env.raw(), value.raw()) }

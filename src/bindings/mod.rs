@@ -5,7 +5,8 @@
 //! - [`native_connection`]: the class JS makes once per connection;
 //! - [`hot`]: the entry points called per message or per read, as plain Node-API callbacks;
 //! - `socket` (Linux and macOS): the Node-API side of the native socket driver;
-//! - [`codec_exports`]: the codec with no connection, for lib/defs.js and lib/codec.js.
+//! - `codec_exports` (cargo feature `codec-exports`, development builds only): the codec
+//!   with no connection, for lib/defs.js and lib/codec.js.
 //!
 //! Every entry point catches panics, so a Rust panic reaches JS as a thrown Error, never as
 //! an abort.
@@ -13,6 +14,7 @@
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
+#[cfg(feature = "codec-exports")]
 mod codec_exports;
 mod errors;
 mod handover;
