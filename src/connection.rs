@@ -1,23 +1,21 @@
 //! The sans-IO connection core: bytes in, events out; frames in, bytes out.
 //!
 //! [`Connection::receive`] takes whatever the transport read, parses every complete frame into
-//! the event tape (see `tape.rs`), and keeps the tail of a partial frame for the next read.
-//! On a channel the peer has opened, content frames go through the channel's content rules
-//! (`content.rs`): a delivery, return or get-ok reaches JS as one event once its body is
-//! whole, its body assembled into one `Vec` of exactly the declared size (bounded up front,
-//! so a lying header cannot make us allocate what never arrives), or the channel is told
-//! it broke the rules. Other frames are handed on one by one. Outgoing frames are written back to back into one output buffer that the transport
-//! drains; nothing here does I/O.
+//! typed events (`event.rs`), polled with [`Connection::poll_event`], and keeps the tail of a
+//! partial frame for the next read. On a channel the peer has opened, content frames go
+//! through the channel's content rules (`content.rs`): a delivery, return or get-ok is one
+//! event once its body is whole, its body assembled into one `Vec` of exactly the declared
+//! size (bounded up front, so a lying header cannot make us allocate what never arrives), or
+//! the channel is told it broke the rules. Other frames are handed on one by one. Outgoing
+//! frames are written back to back into one output buffer that the transport drains;
+//! nothing here does I/O.
 
-use crate::boundary::{TapeEvent, BODY_CONTENT, HEADER_BODY_SIZE};
-use crate::codec::{CodecError, Decoder, Reader};
+use crate::codec::{CodecError, Reader};
 use crate::content::{carries_content, Assembly, Held, Stage, Violation};
+use crate::event::{Content, Event};
 use crate::frame::{self, parse_envelope, Envelope, OVERHEAD};
 use crate::spec::{self, FRAME_BODY, FRAME_ERROR, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD};
-use crate::spec_types::PropertiesSpec;
-use crate::strings::Interner;
-use crate::tape::{Content, Obj, Tape};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 
 /// Per-channel state, keyed by channel number (SipHash, the default, showed up in profiles of
@@ -37,9 +35,6 @@ pub const READ_CHUNK: usize = 64 * 1024;
 pub const DIRECT_BODY_MIN: usize = 32 * 1024;
 /// The most one direct read asks for (and reserves in the assembly ahead of the bytes).
 const DIRECT_READ_MAX: usize = 1024 * 1024;
-/// Bodies in one frame up to this size share their read's content slab (see `tape.rs`);
-/// larger ones get a Buffer of their own, whose allocation their copy outweighs anyway.
-pub const POOLED_BODY_MAX: usize = 8 * 1024;
 
 /// A body frame whose header has been parsed and whose payload's rest is read from the
 /// socket into the channel's assembly, so that a large message's bytes are copied by the
@@ -72,8 +67,8 @@ pub struct Connection {
     max_frame_size: Option<usize>,
     /// The channels the peer has opened, and where each is in a message (see `content.rs`).
     stages: ByChannel<Stage>,
-    strings: Interner,
-    pub tape: Tape,
+    /// What this read brought, for [`poll_event`](Self::poll_event).
+    events: VecDeque<Event>,
     pub out: Vec<u8>,
     /// Set by a framing error (the stream can no longer be trusted) and once the buffers are
     /// released: later bytes are not parsed.
@@ -112,8 +107,7 @@ impl Default for Connection {
             frame_max: None,
             max_frame_size: Some(DEFAULT_MAX_FRAME_SIZE),
             stages: ByChannel::default(),
-            strings: Interner::default(),
-            tape: Tape::default(),
+            events: VecDeque::new(),
             out: Vec::new(),
             ignoring_input: false,
             bytes_copied: 0,
@@ -136,9 +130,8 @@ impl Connection {
         self.read = Vec::new();
         self.consumed = 0;
         self.out = Vec::new();
-        self.tape = Tape::new();
+        self.events = VecDeque::new();
         self.stages = ByChannel::default();
-        self.strings = Interner::new();
         self.last_publish = ByChannel::default();
         self.direct = None;
         self.frame_end_due = None;
@@ -191,12 +184,12 @@ impl Connection {
         Ok(())
     }
 
-    /// The buffer that tape objects' ranges refer to, valid until the next `receive`.
+    /// The buffer that events' ranges refer to, valid until the next `receive`.
     pub fn read_buffer(&self) -> &[u8] {
         &self.read
     }
 
-    /// Parses every complete frame of what has arrived so far, plus `chunk`, onto a fresh tape.
+    /// Parses every complete frame of what has arrived so far, plus `chunk`, into events.
     pub fn receive(&mut self, chunk: &[u8]) {
         self.begin_receive();
         if !self.ignoring_input {
@@ -268,8 +261,8 @@ impl Connection {
     }
 
     fn begin_receive(&mut self) {
-        self.tape.clear();
-        self.strings.reset_if_full(&mut self.tape);
+        debug_assert!(self.events.is_empty(), "the last read's events are taken before the next read");
+        self.events.clear();
         self.drop_parsed();
     }
 
@@ -363,7 +356,7 @@ impl Connection {
             return Err(ProtocolError { code: FRAME_ERROR, message: frame::FrameError::BadFrameEnd.to_string() });
         }
         if self.assembly_mut(channel).is_some_and(|a| a.remaining == 0) {
-            self.complete_message(channel, None)?;
+            self.complete_message(channel, None);
         }
         Ok(())
     }
@@ -396,7 +389,7 @@ impl Connection {
         self.stages.clear();
         self.direct = None;
         self.frame_end_due = None;
-        self.tape.error_event(e.code as u16, e.message);
+        self.events.push_back(Event::ConnectionError { code: e.code as u16, text: e.message });
     }
 
     fn frame(&mut self, env: Envelope, pos: usize) -> Result<(), ProtocolError> {
@@ -406,8 +399,7 @@ impl Connection {
             FRAME_HEADER => self.header_frame(env.channel, payload),
             FRAME_BODY => self.body_frame(env.channel, payload),
             FRAME_HEARTBEAT => {
-                let at = self.tape.begin_event(TapeEvent::Heartbeat, env.channel, 0);
-                self.tape.end_event(at);
+                self.events.push_back(Event::Heartbeat { channel: env.channel });
                 Ok(())
             }
             other => Err(ProtocolError { code: FRAME_ERROR, message: format!("Unknown frame type {other}") }),
@@ -416,10 +408,10 @@ impl Connection {
 
     fn method_frame(&mut self, channel: u16, payload: Range<usize>) -> Result<(), ProtocolError> {
         let id = Reader::new(&self.read[payload.clone()]).u32()?;
-        let method = spec::method(id).ok_or(CodecError::UnknownMethod)?;
+        spec::method(id).ok_or(CodecError::UnknownMethod)?;
+        // Its arguments are decoded by whoever takes the event (see `poll_event`).
         let args = payload.start + 4..payload.end;
         if let (Some(stage), true) = (self.stages.get(&channel), carries_content(id)) {
-            // Its arguments are decoded with the rest of the message, once that is whole.
             match stage {
                 Stage::Idle => {
                     self.stages.insert(channel, Stage::Header { method: Held { id, range: args } });
@@ -435,14 +427,7 @@ impl Connection {
             // A message cut off by a close is not one.
             self.stages.remove(&channel);
         }
-        let objects = self.tape.objects.len();
-        let at = self.tape.begin_event(TapeEvent::Method, channel, id);
-        let mut decoder = Decoder { strings: &mut self.strings, tape: &mut self.tape, base: args.start };
-        if let Err(e) = decoder.method_args(method, &mut Reader::new(&self.read[args])) {
-            self.tape.abandon_event(at, objects);
-            return Err(e.into());
-        }
-        self.tape.end_event(at);
+        self.events.push_back(Event::Method { channel, id, args });
         Ok(())
     }
 
@@ -451,10 +436,13 @@ impl Connection {
         let class_id = r.u16()?;
         let _weight = r.u16()?;
         let body_size = r.u64()?;
-        let props = spec::properties(class_id).ok_or(CodecError::UnknownProperties)?;
+        spec::properties(class_id).ok_or(CodecError::UnknownProperties)?;
         let properties = payload.start + 12..payload.end;
         match self.stages.get(&channel) {
-            None => return self.header_event(channel, props, body_size, properties),
+            None => {
+                self.events.push_back(Event::Header { channel, class_id, body_size, properties });
+                return Ok(());
+            }
             Some(Stage::Header { .. }) => {}
             Some(Stage::Refused) => return Ok(()),
             Some(stage) => {
@@ -468,23 +456,8 @@ impl Connection {
         let assembly = Assembly { remaining: body_size, content: Vec::new() };
         self.stages.insert(channel, Stage::Body { method, properties, body_size, assembly });
         if body_size == 0 {
-            self.complete_message(channel, None)?;
+            self.complete_message(channel, None);
         }
-        Ok(())
-    }
-
-    /// A header handed on as it is (on a channel not opened by the peer).
-    fn header_event(&mut self, channel: u16, props: &PropertiesSpec, body_size: u64, properties: Range<usize>) -> Result<(), ProtocolError> {
-        let objects = self.tape.objects.len();
-        let at = self.tape.begin_event(TapeEvent::Header, channel, props.class_id as u32);
-        debug_assert_eq!(self.tape.len(), at + HEADER_BODY_SIZE);
-        self.tape.push(body_size as f64);
-        let mut decoder = Decoder { strings: &mut self.strings, tape: &mut self.tape, base: properties.start };
-        if let Err(e) = decoder.properties(props, &mut Reader::new(&self.read[properties])) {
-            self.tape.abandon_event(at, objects);
-            return Err(e.into());
-        }
-        self.tape.end_event(at);
         Ok(())
     }
 
@@ -492,7 +465,7 @@ impl Connection {
         let len = payload.len();
         let (assembly, body_size) = match self.stages.get_mut(&channel) {
             None => {
-                self.body_event(channel, payload);
+                self.events.push_back(Event::Body { channel, content: Content::Read(payload) });
                 return Ok(());
             }
             Some(Stage::Body { assembly, body_size, .. }) => (assembly, *body_size),
@@ -510,68 +483,55 @@ impl Connection {
         if assembly.content.is_empty() && len as u64 == assembly.remaining {
             // The whole body in one frame: it is copied straight from the read buffer into
             // the Buffer JS gets, with no assembly in between.
-            return self.complete_message(channel, Some(payload));
+            self.complete_message(channel, Some(payload));
+            return Ok(());
         }
         assembly.append(&self.read[payload]);
         self.bytes_copied += len as u64;
         if assembly.remaining == 0 {
-            self.complete_message(channel, None)?;
+            self.complete_message(channel, None);
         }
         Ok(())
     }
 
-    /// A body frame handed on as it is (on a channel not opened by the peer).
-    fn body_event(&mut self, channel: u16, payload: Range<usize>) {
-        if payload.len() <= POOLED_BODY_MAX {
-            self.tape.pooled_body(channel, payload.start, payload.len());
-        } else {
-            let content = self.tape.object(Obj::Bytes { start: payload.start, len: payload.len() });
-            let at = self.tape.begin_event(TapeEvent::Body, channel, 0);
-            debug_assert_eq!(self.tape.len(), at + BODY_CONTENT);
-            self.tape.push(content);
-            self.tape.end_event(at);
-        }
-    }
-
-    /// The message under way on `channel` is whole: one event with its method's arguments,
-    /// its properties and its content, which is `body` in the read buffer or else its
-    /// assembly.
-    fn complete_message(&mut self, channel: u16, body: Option<Range<usize>>) -> Result<(), ProtocolError> {
+    /// The message under way on `channel` is whole: one event with its method, its
+    /// properties and its content, which is `body` in the read buffer or else its assembly.
+    fn complete_message(&mut self, channel: u16, body: Option<Range<usize>>) {
         let Some(Stage::Body { method, properties, body_size, assembly }) = self.stages.insert(channel, Stage::Idle) else {
             unreachable!("a message completes in its body stage")
         };
         let content = match body {
-            Some(range) if range.len() <= POOLED_BODY_MAX => Content::Pooled(range),
-            Some(range) => Content::Object(Obj::Bytes { start: range.start, len: range.len() }),
+            Some(range) => Content::Read(range),
             None if body_size == 0 => Content::Empty,
-            None => Content::Object(Obj::Content(assembly.content)),
+            None => Content::Assembled(assembly.content),
         };
-        let objects = self.tape.objects.len();
-        let at = self.tape.begin_message(channel, method.id, body_size, content);
-        let result = self.decode_message(at, &method, &properties);
-        if let Err(e) = result {
-            self.tape.abandon_event(at, objects);
-            return Err(e.into());
-        }
-        self.tape.end_event(at);
-        Ok(())
-    }
-
-    fn decode_message(&mut self, at: usize, method: &Held, properties: &Held) -> crate::codec::Result<()> {
-        let method_spec = spec::method(method.id).expect("checked when it came");
-        let props = spec::properties(properties.id as u16).expect("checked when it came");
-        let mut decoder = Decoder { strings: &mut self.strings, tape: &mut self.tape, base: method.range.start };
-        decoder.method_args(method_spec, &mut Reader::new(&self.read[method.range.clone()]))?;
-        decoder.tape.mark_message_properties(at);
-        decoder.base = properties.range.start;
-        decoder.properties(props, &mut Reader::new(&self.read[properties.range.clone()]))
+        let (id, args) = (method.id, method.range);
+        let (class_id, properties) = (properties.id as u16, properties.range);
+        self.events.push_back(Event::Message { channel, id, args, class_id, properties, body_size, content });
     }
 
     /// Tells the channel it broke the content rules; its content frames are dropped from now
     /// until it is closed.
     fn refuse(&mut self, channel: u16, violation: Violation) {
         self.stages.insert(channel, Stage::Refused);
-        self.tape.channel_error(channel, spec::UNEXPECTED_FRAME as u16, violation.text, violation.blamed);
+        self.events.push_back(Event::ChannelError { channel, code: spec::UNEXPECTED_FRAME as u16, text: violation.text, blamed: violation.blamed });
+    }
+
+    /// The next event of the last read, in the order the frames came.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
+    /// The arguments or properties of an event taken from this read did not decode: the
+    /// stream can no longer be trusted, and the rest of the read's events are dropped for
+    /// the connection error.
+    pub fn decoding_failed(&mut self, e: CodecError) {
+        self.events.clear();
+        self.fail(e.into());
     }
 
     // ------------------------------------------------------------ outgoing
@@ -645,16 +605,49 @@ impl Connection {
 mod tests {
     use super::*;
     use crate::boundary::{EVENT_CHANNEL, EVENT_ID, EVENT_KIND, EVENT_LENGTH, MESSAGE_ARGUMENTS, MESSAGE_BODY_SIZE, MESSAGE_PROPERTIES};
+    use crate::boundary::TapeEvent;
+    use crate::tape::{Obj, Serializer, POOLED_BODY_MAX};
     use crate::test_support::{content_head, method_frame, TapeView, TestValue};
     use proptest::prelude::*;
 
-    /// (kind, channel, id) of an event.
+    /// A client core with the serializer the bindings give it: what JS is handed for each read.
+    #[derive(Default)]
+    struct Client {
+        core: Connection,
+        serializer: Serializer,
+    }
+
+    impl Client {
+        fn receive(&mut self, bytes: &[u8]) {
+            self.core.receive(bytes);
+            self.serializer.serialize_read(&mut self.core);
+        }
+    }
+
+    impl std::ops::Deref for Client {
+        type Target = Connection;
+        fn deref(&self) -> &Connection {
+            &self.core
+        }
+    }
+
+    impl std::ops::DerefMut for Client {
+        fn deref_mut(&mut self) -> &mut Connection {
+            &mut self.core
+        }
+    }
+
+    /// (kind, channel, id) of an event on the tape.
     type Event = (u8, u16, u32);
 
-    /// (kind, channel, id) of each event of the last receive.
-    fn events(session: &Connection) -> Vec<Event> {
-        let slots = session.tape.to_slots();
-        let view = TapeView::new(&slots, &session.tape, session.read_buffer());
+    /// (kind, channel, id) of each event of the last read's tape.
+    fn events(client: &Client) -> Vec<Event> {
+        tape_events(&client.serializer.tape, client.read_buffer())
+    }
+
+    fn tape_events(tape: &crate::tape::Tape, source: &[u8]) -> Vec<Event> {
+        let slots = tape.to_slots();
+        let view = TapeView::new(&slots, tape, source);
         let mut out = Vec::new();
         let mut i = view.base;
         while i < slots.len() {
@@ -665,8 +658,8 @@ mod tests {
     }
 
     /// A client whose channel 1 the server has opened.
-    fn opened() -> Connection {
-        let mut client = Connection::new();
+    fn opened() -> Client {
+        let mut client = Client::default();
         client.receive(&method_frame(1, spec::CHANNEL_OPEN_OK.id, &TestValue::object(&[("channelId", TestValue::Bytes(Vec::new()))])).unwrap());
         client.bytes_copied = 0;
         client
@@ -697,15 +690,15 @@ mod tests {
         let mut client = opened();
         client.receive(&delivery(&body, 4096));
         assert_eq!(events(&client), vec![(TapeEvent::Message as u8, 1, spec::BASIC_DELIVER.id)]);
-        let slots = client.tape.to_slots();
-        let view = TapeView::new(&slots, &client.tape, client.read_buffer());
+        let slots = client.serializer.tape.to_slots();
+        let view = TapeView::new(&slots, &client.serializer.tape, client.read_buffer());
         let at = view.base;
         assert_eq!(slots[at + MESSAGE_BODY_SIZE], body.len() as f64);
         assert_eq!(view.string(slots[at + MESSAGE_ARGUMENTS]), "ctag", "the consumer tag, its first argument");
         let properties = at + slots[at + MESSAGE_PROPERTIES] as usize;
         assert_eq!(slots[properties], 0x8000 as f64, "the flags: content type only");
         assert_eq!(view.string(slots[properties + 1]), "text/plain");
-        let content = client.tape.objects.iter().find_map(|o| match o {
+        let content = client.serializer.tape.objects.iter().find_map(|o| match o {
             Obj::Content(c) => Some(c),
             _ => None,
         });
@@ -722,10 +715,10 @@ mod tests {
         client.receive(&bytes);
         let kinds: Vec<u8> = events(&client).iter().map(|e| e.0).collect();
         assert_eq!(kinds, [TapeEvent::Message as u8, TapeEvent::Message as u8]);
-        let slab: Vec<u8> = client.tape.pooled.iter().flat_map(|&(start, len)| &client.read_buffer()[start..start + len]).copied().collect();
+        let slab: Vec<u8> = client.serializer.tape.pooled.iter().flat_map(|&(start, len)| &client.read_buffer()[start..start + len]).copied().collect();
         assert_eq!(slab, b"smallsecond");
-        assert_eq!(client.tape.pooled_bytes(), 11);
-        assert!(client.tape.objects.iter().all(|o| !matches!(o, Obj::Bytes { .. } | Obj::Content(_))));
+        assert_eq!(client.serializer.tape.pooled_bytes(), 11);
+        assert!(client.serializer.tape.objects.iter().all(|o| !matches!(o, Obj::Bytes { .. } | Obj::Content(_))));
         assert!(matches!(client.stages.get(&1), Some(Stage::Idle)), "between messages");
     }
 
@@ -734,12 +727,12 @@ mod tests {
         let body = vec![7u8; POOLED_BODY_MAX + 1];
         let mut client = opened();
         client.receive(&delivery(&body, 131072));
-        let bytes = client.tape.objects.iter().find_map(|o| match o {
+        let bytes = client.serializer.tape.objects.iter().find_map(|o| match o {
             Obj::Bytes { start, len } => Some(&client.read_buffer()[*start..start + len]),
             _ => None,
         });
         assert_eq!(bytes, Some(&body[..]));
-        assert!(client.tape.pooled.is_empty());
+        assert!(client.serializer.tape.pooled.is_empty());
     }
 
     #[test]
@@ -814,11 +807,13 @@ mod tests {
 
     /// Feeds `bytes` through `receive_with`, each read given at most `chunk` bytes; returns
     /// the events of every read and the assembled contents.
-    fn read_through(client: &mut Connection, bytes: &[u8], chunk: usize) -> (Vec<Event>, Vec<Vec<u8>>) {
+    fn read_through(client: &mut Client, bytes: &[u8], chunk: usize) -> (Vec<Event>, Vec<Vec<u8>>) {
         let (mut seen, mut contents) = (Vec::new(), Vec::new());
-        crate::test_support::read_in_pieces(client, bytes, chunk, |client| {
-            seen.extend(events(client));
-            contents.extend(client.tape.objects.drain(..).filter_map(|o| match o {
+        let serializer = &mut client.serializer;
+        crate::test_support::read_in_pieces(&mut client.core, bytes, chunk, |core| {
+            serializer.serialize_read(core);
+            seen.extend(tape_events(&serializer.tape, core.read_buffer()));
+            contents.extend(serializer.tape.objects.drain(..).filter_map(|o| match o {
                 Obj::Content(c) => Some(c),
                 _ => None,
             }));
@@ -865,9 +860,9 @@ mod tests {
     fn repeated_strings_are_sent_to_js_once() {
         let mut client = opened();
         client.receive(&delivery(b"a", 4096));
-        let first = client.tape.to_slots()[1];
+        let first = client.serializer.tape.to_slots()[1];
         client.receive(&delivery(b"b", 4096));
-        let second = client.tape.to_slots()[1];
+        let second = client.serializer.tape.to_slots()[1];
         assert!(first >= 4.0, "consumer tag, exchange, routing key, content type are new");
         assert_eq!(second, 0.0, "and found, not decoded, the second time");
     }
@@ -935,7 +930,7 @@ mod tests {
         assert!(client.out.is_empty());
     }
 
-    fn error_code(session: &Connection) -> Option<u32> {
+    fn error_code(session: &Client) -> Option<u32> {
         events(session).into_iter().find(|e| e.0 == TapeEvent::ConnectionError as u8).map(|e| e.2)
     }
 
@@ -958,6 +953,19 @@ mod tests {
     }
 
     #[test]
+    fn arguments_that_do_not_decode_are_a_connection_error_in_place_of_the_rest_of_the_read() {
+        // connection.close with its reply code only: no reply text, class or method.
+        let mut truncated = vec![FRAME_METHOD as u8, 0, 0, 0, 0, 0, 6];
+        truncated.extend(spec::CONNECTION_CLOSE.id.to_be_bytes());
+        truncated.extend([1, 200, spec::FRAME_END as u8]);
+        let mut client = opened();
+        client.receive(&[&frame::HEARTBEAT[..], &truncated, &frame::HEARTBEAT].concat());
+        assert_eq!(events(&client), vec![(TapeEvent::Heartbeat as u8, 0, 0), (TapeEvent::ConnectionError as u8, 0, FRAME_ERROR)]);
+        client.receive(&frame::HEARTBEAT);
+        assert!(events(&client).is_empty(), "nothing more is read");
+    }
+
+    #[test]
     fn a_body_longer_than_declared_is_a_channel_error_and_the_connection_goes_on() {
         // In one frame, and in a second frame after part of the body.
         let mut too_long = delivery(b"abc", 4096);
@@ -972,7 +980,7 @@ mod tests {
             let mut client = opened();
             client.receive(&bytes);
             assert_eq!(events(&client), vec![(TapeEvent::ChannelError as u8, 1, spec::UNEXPECTED_FRAME)]);
-            let text = client.tape.objects.iter().find_map(|o| if let Obj::Text(t) = o { Some(t.clone()) } else { None });
+            let text = client.serializer.tape.objects.iter().find_map(|o| if let Obj::Text(t) = o { Some(t.clone()) } else { None });
             assert_eq!(text.as_deref(), Some(format!("Too much content sent! Expected {declared} bytes").as_str()));
             client.receive(&frame::HEARTBEAT);
             assert_eq!(events(&client), vec![(TapeEvent::Heartbeat as u8, 0, 0)]);

@@ -214,7 +214,7 @@ impl Wake {
             Ok(read) => {
                 self.more = read.filled == read.offered;
                 self.budget = self.budget.saturating_sub(read.filled);
-                if !core.tape.is_empty() {
+                if core.has_events() {
                     self.stage = Stage::Replying;
                     return Some(Step::Emit(SocketEvent::Data));
                 }

@@ -5,10 +5,11 @@
 //! - [`boundary`] (generated): the event kinds and slot positions of what JS is handed.
 //! - [`codec`]: method arguments, content properties and field tables.
 //! - [`frame`]: the frame envelope, and writing frames into an output buffer.
-//! - [`strings`]: the bounded interned-string table.
-//! - [`tape`]: how decoded events reach JS, one crossing per read.
 //! - [`content`]: the content rules of a channel (method, header, body), with amqplib's errors.
+//! - [`event`]: what the core yields for what it reads, typed.
 //! - [`connection`]: the sans-IO core of one connection (bytes in, events out).
+//! - [`tape`] and [`strings`]: the serializer the bindings run over each read's events (the
+//!   tape JS reads, laid out as `boundary` says), with its bounded interned-string table.
 //! - `transport`, `uv` and `driver`: the TCP socket owned by the native side, the libuv poll
 //!   handle that watches it on Node's loop, and the driver that reads and writes it for a
 //!   connection core, step by step, with no Node-API (Linux and macOS: `build.rs` decides, as
@@ -20,7 +21,7 @@
 //!
 //! # Unsafe code, and the invariant each use relies on
 //!
-//! `codec`, `content`, `frame`, `strings`, `tape`, `spec` and `boundary` have none. Every block elsewhere carries a
+//! `codec`, `content`, `event`, `frame`, `strings`, `tape`, `spec` and `boundary` have none. Every block elsewhere carries a
 //! `SAFETY:` comment; by function:
 //!
 //! | where | what | relies on |
@@ -46,6 +47,7 @@ pub mod boundary;
 pub mod codec;
 pub mod connection;
 pub mod content;
+pub mod event;
 pub mod frame;
 #[rustfmt::skip]
 pub mod spec;

@@ -302,49 +302,21 @@ impl Pair {
         seen
     }
 
-    /// The events of `client`'s last read.
-    fn seen_by(client: &crate::connection::Connection) -> Vec<Seen> {
-        use crate::boundary::*;
-        let tape = &client.tape;
-        let slots = tape.to_slots();
-        let source = client.read_buffer();
+    /// The events of `client`'s last read, as the core yields them.
+    fn seen_by(client: &mut crate::connection::Connection) -> Vec<Seen> {
+        use crate::event::Event;
         let mut out = Vec::new();
-        let mut i = TapeView::new(&slots, tape, source).base;
-        while i < slots.len() {
-            let (kind, channel, id) = (slots[i + EVENT_KIND] as u8, slots[i + EVENT_CHANNEL] as u16, slots[i + EVENT_ID] as u32);
-            let pooled = |offset: usize, len: usize| {
-                let mut at = 0;
-                tape.pooled.iter().find_map(|&(start, n)| {
-                    at += n;
-                    (at - n == offset && n == len).then(|| source[start..start + n].to_vec())
-                })
-            };
-            let view = TapeView::new(&slots, tape, source);
-            out.push(match kind {
-                k if k == TapeEvent::Method as u8 => Seen::Method { channel, id },
-                k if k == TapeEvent::Message as u8 => {
-                    let content = match slots[i + MESSAGE_CONTENT] {
-                        object if object >= 0.0 => view.bytes(object),
-                        _ => pooled(slots[i + MESSAGE_OFFSET] as usize, slots[i + MESSAGE_LENGTH] as usize).unwrap_or_default(),
-                    };
-                    Seen::Message { channel, id, content }
-                }
-                k if k == TapeEvent::ChannelError as u8 => {
-                    let text = self_text(&tape.objects[slots[i + CHANNEL_ERROR_TEXT] as usize], source);
-                    Seen::ChannelError { channel, code: id, text, blamed: slots[i + CHANNEL_ERROR_METHOD] as u32 }
-                }
-                k if k == TapeEvent::Header as u8 => Seen::Header { channel, size: slots[i + HEADER_BODY_SIZE] as u64 },
-                k if k == TapeEvent::Body as u8 => {
-                    Seen::Body { channel, content: view.bytes(slots[i + BODY_CONTENT]) }
-                }
-                k if k == TapeEvent::PooledBody as u8 => {
-                    let content = pooled(slots[i + POOLED_BODY_OFFSET] as usize, slots[i + POOLED_BODY_LENGTH] as usize);
-                    Seen::Body { channel, content: content.expect("a slab range") }
-                }
-                k if k == TapeEvent::Heartbeat as u8 => Seen::Heartbeat,
-                _ => Seen::ConnectionError { code: id },
+        while let Some(event) = client.poll_event() {
+            let read = client.read_buffer();
+            out.push(match event {
+                Event::Method { channel, id, .. } => Seen::Method { channel, id },
+                Event::Header { channel, body_size, .. } => Seen::Header { channel, size: body_size },
+                Event::Body { channel, content } => Seen::Body { channel, content: content.bytes(read).to_vec() },
+                Event::Message { channel, id, content, .. } => Seen::Message { channel, id, content: content.bytes(read).to_vec() },
+                Event::Heartbeat { .. } => Seen::Heartbeat,
+                Event::ChannelError { channel, code, text, blamed } => Seen::ChannelError { channel, code: code as u32, text, blamed },
+                Event::ConnectionError { code, .. } => Seen::ConnectionError { code: code as u32 },
             });
-            i += slots[i + EVENT_LENGTH] as usize;
         }
         out
     }

@@ -4,6 +4,7 @@
 
 use super::hot;
 use crate::connection::Connection;
+use crate::tape::Serializer;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
@@ -13,6 +14,8 @@ use napi_derive::napi;
 #[napi]
 pub struct NativeConnection {
     pub(super) core: Connection,
+    /// Turns the core's events into what JS is handed, with the interned-string table.
+    pub(super) serializer: Serializer,
     #[cfg(native_socket)]
     pub(super) socket: Option<Box<super::socket::SocketState>>,
 }
@@ -23,6 +26,7 @@ impl NativeConnection {
     pub fn new() -> Self {
         NativeConnection {
             core: Connection::new(),
+            serializer: Serializer::default(),
             #[cfg(native_socket)]
             socket: None,
         }
@@ -59,6 +63,7 @@ impl NativeConnection {
         #[cfg(native_socket)]
         self.close_socket();
         self.core.release_buffers();
+        self.serializer = Serializer::default();
     }
 
     #[napi(catch_unwind)]

@@ -67,7 +67,7 @@ impl NativeConnection {
     /// Writes what is queued: 1 all written, 0 the rest waits (a drain event follows), or a
     /// negative errno.
     pub(super) fn flush_socket(&mut self) -> i32 {
-        let NativeConnection { core, socket } = self;
+        let NativeConnection { core, socket, .. } = self;
         socket.as_deref_mut().map_or(-libc::EPIPE, |state| state.driver.flush(core))
     }
 
@@ -124,7 +124,7 @@ fn event_values(env: sys::napi_env, this: &mut NativeConnection, kind: SocketEve
     let mut values = vec![kind_value];
     match args {
         EventArgs::None => {}
-        EventArgs::Data => values.push(hand_over_received(env, &mut this.core)?),
+        EventArgs::Data => values.push(hand_over_received(env, this)?),
         EventArgs::Error { errno, syscall } => {
             let mut errno_value = ptr::null_mut();
             // SAFETY: env is live on this thread.
@@ -175,7 +175,7 @@ unsafe fn run_steps(this: *mut NativeConnection, status: c_int, events: c_int) {
         // SAFETY: a short borrow of `*this`, ended before any JS runs; JS may have closed
         // the socket since the last step, and then there is nothing more to do.
         let step = {
-            let NativeConnection { core, socket } = unsafe { &mut *this };
+            let NativeConnection { core, socket, .. } = unsafe { &mut *this };
             let Some(state) = socket.as_deref_mut() else { return };
             wake.next(&mut state.driver, core)
         };
@@ -268,7 +268,7 @@ impl NativeConnection {
     /// close event follows.
     #[napi(catch_unwind)]
     pub fn end_socket(&mut self) -> bool {
-        let NativeConnection { core, socket } = self;
+        let NativeConnection { core, socket, .. } = self;
         let Some(state) = socket.as_deref_mut() else { return true };
         if !state.driver.end(core) {
             return false;
