@@ -2,12 +2,13 @@
 // Micro-benchmark: bytes to message objects. The same pre-encoded run of basic.deliver +
 // header + body frames (1 KB bodies, some with headers tables), cut into 64 KB chunks, is
 // read by a library's Connection (its own parser: `recvFrame`) and the frames put together
-// into { fields, properties, content } by the same few lines for both libraries.
+// into { fields, properties, content } by the same few lines for both libraries. The channel
+// is opened first (channel.open-ok), as a client's is before deliveries.
 //
 //   node benchmarks/parse.js <amqplib|ours>     one library, in this process
 
 const { Duplex } = require('node:stream');
-const { load, deliveryTemplates, DeliveryStream, Meter, report, deadline, M } = require('./lib');
+const { load, deliveryTemplates, DeliveryStream, Meter, report, deadline, M, method } = require('./lib');
 
 const MESSAGES = 20000; // per pass
 const WARMUP_PASSES = 3;
@@ -57,6 +58,8 @@ async function main() {
   const stream = new Duplex({ read() {}, write: (_c, _e, cb) => cb() });
   const connection = new (lib.Connection())(stream);
   connection.frameMax = 131072;
+  stream.push(method(1, M.ChannelOpenOk, (w) => w.longstr('')));
+  if (connection.recvFrame().id !== M.ChannelOpenOk) throw new Error('expected channel.open-ok');
   for (let i = 0; i < WARMUP_PASSES; i++) pass(connection, stream, input);
   global.gc?.();
   const meter = new Meter({ heap: true });

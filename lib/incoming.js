@@ -1,6 +1,7 @@
 'use strict';
 // Frames in: what the native side hands over for one read, the event tape of src/tape.rs,
-// becomes frames in amqplib's shapes, queued until the connection takes them one by one.
+// becomes frames in amqplib's shapes, each decoded when the connection takes it (so a frame
+// is garbage as soon as it has been dispatched, not kept alive with the rest of its read).
 //
 // A native socket parses as it reads and hands over each read's tape itself; any other stream
 // hands over bytes, which the session parses here.
@@ -23,9 +24,9 @@ class Incoming {
     this.handle = handle;
     this.parsedAsRead = parsedAsRead;
     this.reader = new TapeReader();
-    // Frames decoded and not yet taken by nextFrame.
-    this.frames = [];
-    this.taken = 0;
+    // The last read's tape, and the slot of its next event to decode.
+    this.tape = EMPTY_TAPE;
+    this.next = 0;
     this.readSinceLastCheck = false;
     this.bytesReadAtLastCheck = 0;
   }
@@ -33,16 +34,17 @@ class Incoming {
   // The next decoded frame, reading from the stream as needed; false when none is complete.
   // A frame error is thrown when its turn comes.
   nextFrame() {
-    while (this.taken === this.frames.length) {
+    while (this.next >= this.tape.length) {
       const input = this.stream.read();
       if (input === null) return false;
       this.readSinceLastCheck = true;
-      this.frames.length = 0;
-      this.taken = 0;
-      this.decode(this.parsedAsRead ? input : native.receive(this.handle, input));
+      const received = this.parsedAsRead ? input : native.receive(this.handle, input);
+      this.tape = received[0];
+      this.next = this.reader.load(received);
     }
-    const frame = this.frames[this.taken];
-    this.frames[this.taken++] = undefined;
+    const i = this.next;
+    this.next += this.tape[i + EVENT_LENGTH];
+    const frame = this.decode(this.tape, i);
     if (frame instanceof Error) throw frame;
     return frame;
   }
@@ -62,54 +64,46 @@ class Incoming {
     return received;
   }
 
-  // Turns the events of one read, `[tape, objects, slab]`, into frames.
-  decode(received) {
+  // The frame of the event at slot i of tape t (a connection error as an Error).
+  decode(t, i) {
     const reader = this.reader;
-    const t = received[0];
-    let i = reader.load(received);
-    while (i < t.length) {
-      const kind = t[i + EVENT_KIND];
-      const channel = t[i + EVENT_CHANNEL];
-      const id = t[i + EVENT_ID];
-      switch (kind) {
-        case EVENT_METHOD:
-          this.frames.push({ id, channel, fields: reader.methodFields(id, t, i + METHOD_ARGUMENTS) });
-          break;
-        // A whole delivery, return or get-ok: the core has checked its frames' order and sizes.
-        case EVENT_MESSAGE:
-          this.frames.push({
-            id,
-            channel,
-            fields: reader.methodFields(id, t, i + MESSAGE_ARGUMENTS),
-            size: t[i + MESSAGE_BODY_SIZE],
-            properties: reader.properties(defs.BasicProperties, t, i + t[i + MESSAGE_PROPERTIES]),
-            content: reader.messageContent(t, i),
-          });
-          break;
-        // Content frames out of turn: the channel is to close with this error (id 0 is no method's).
-        case EVENT_CHANNEL_ERROR:
-          this.frames.push({ id: 0, channel, code: id, text: reader.obj(t[i + CHANNEL_ERROR_TEXT]), blamed: t[i + CHANNEL_ERROR_METHOD] });
-          break;
-        case EVENT_HEADER:
-          this.frames.push({ id, channel, size: t[i + HEADER_BODY_SIZE], fields: reader.properties(id, t, i + HEADER_PROPERTIES) });
-          break;
-        case EVENT_POOLED_BODY:
-        case EVENT_BODY:
-          this.frames.push({ channel, content: reader.content(t, i) });
-          break;
-        case EVENT_HEARTBEAT:
-          this.frames.push(HEARTBEAT);
-          break;
-        case EVENT_CONNECTION_ERROR: {
-          const err = new Error(reader.obj(t[i + CONNECTION_ERROR_TEXT]));
-          err.code = id;
-          this.frames.push(err);
-          break;
-        }
+    const channel = t[i + EVENT_CHANNEL];
+    const id = t[i + EVENT_ID];
+    switch (t[i + EVENT_KIND]) {
+      case EVENT_METHOD:
+        return { id, channel, fields: reader.methodFields(id, t, i + METHOD_ARGUMENTS) };
+      // A whole delivery, return or get-ok: the core has checked its frames' order and sizes.
+      case EVENT_MESSAGE:
+        return {
+          id,
+          channel,
+          fields: reader.methodFields(id, t, i + MESSAGE_ARGUMENTS),
+          size: t[i + MESSAGE_BODY_SIZE],
+          properties: reader.properties(defs.BasicProperties, t, i + t[i + MESSAGE_PROPERTIES]),
+          content: reader.messageContent(t, i),
+        };
+      // Content frames out of turn: the channel is to close with this error (id 0 is no method's).
+      case EVENT_CHANNEL_ERROR:
+        return { id: 0, channel, code: id, text: reader.obj(t[i + CHANNEL_ERROR_TEXT]), blamed: t[i + CHANNEL_ERROR_METHOD] };
+      case EVENT_HEADER:
+        return { id, channel, size: t[i + HEADER_BODY_SIZE], fields: reader.properties(id, t, i + HEADER_PROPERTIES) };
+      case EVENT_POOLED_BODY:
+      case EVENT_BODY:
+        return { channel, content: reader.content(t, i) };
+      case EVENT_HEARTBEAT:
+        return HEARTBEAT;
+      case EVENT_CONNECTION_ERROR: {
+        const err = new Error(reader.obj(t[i + CONNECTION_ERROR_TEXT]));
+        err.code = id;
+        return err;
       }
-      i += t[i + EVENT_LENGTH];
+      default:
+        throw new Error(`amqplib-rs: unknown event kind ${t[i + EVENT_KIND]} on the tape`);
     }
   }
 }
+
+// Before the first read.
+const EMPTY_TAPE = new Float64Array(0);
 
 module.exports = { Incoming };
