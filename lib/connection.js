@@ -293,10 +293,10 @@ class Connection extends EventEmitter {
     const incoming = this.incoming;
     const go = () => {
       try {
-        let frame = incoming.nextFrame();
+        let frame = incoming.nextFrame(true);
         while (frame) {
           this.accept(frame);
-          frame = incoming.nextFrame();
+          frame = incoming.nextFrame(true);
         }
       } catch (e) {
         this.emit('frameError', e);

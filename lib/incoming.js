@@ -27,13 +27,19 @@ class Incoming {
     // The last read's tape, and the slot of its next event to decode.
     this.tape = EMPTY_TAPE;
     this.next = 0;
+    // The one frame object the connection's dispatch is given for every whole message (see
+    // nextFrame).
+    this.dispatched = { id: 0, channel: 0, fields: null, size: 0, properties: null, content: null };
     this.readSinceLastCheck = false;
     this.bytesReadAtLastCheck = 0;
   }
 
   // The next decoded frame, reading from the stream as needed; false when none is complete.
-  // A frame error is thrown when its turn comes.
-  nextFrame() {
+  // A frame error is thrown when its turn comes. With `forDispatch`, a whole message comes in
+  // one frame object refilled each time: the connection's dispatch (Connection#acceptLoop)
+  // is done with a frame when accept returns (Channel#handOver keeps a message object of its
+  // own), so it need not make one per message.
+  nextFrame(forDispatch = false) {
     while (this.next >= this.tape.length) {
       const input = this.stream.read();
       if (input === null) return false;
@@ -44,7 +50,7 @@ class Incoming {
     }
     const i = this.next;
     this.next += this.tape[i + EVENT_LENGTH];
-    const frame = this.decode(this.tape, i);
+    const frame = this.decode(this.tape, i, forDispatch);
     if (frame instanceof Error) throw frame;
     return frame;
   }
@@ -65,7 +71,7 @@ class Incoming {
   }
 
   // The frame of the event at slot i of tape t (a connection error as an Error).
-  decode(t, i) {
+  decode(t, i, forDispatch) {
     const reader = this.reader;
     const channel = t[i + EVENT_CHANNEL];
     const id = t[i + EVENT_ID];
@@ -73,15 +79,16 @@ class Incoming {
       case EVENT_METHOD:
         return { id, channel, fields: reader.methodFields(id, t, i + METHOD_ARGUMENTS) };
       // A whole delivery, return or get-ok: the core has checked its frames' order and sizes.
-      case EVENT_MESSAGE:
-        return {
-          id,
-          channel,
-          fields: reader.methodFields(id, t, i + MESSAGE_ARGUMENTS),
-          size: t[i + MESSAGE_BODY_SIZE],
-          properties: reader.properties(defs.BasicProperties, t, i + t[i + MESSAGE_PROPERTIES]),
-          content: reader.messageContent(t, i),
-        };
+      case EVENT_MESSAGE: {
+        const f = forDispatch ? this.dispatched : { id: 0, channel: 0, fields: null, size: 0, properties: null, content: null };
+        f.id = id;
+        f.channel = channel;
+        f.fields = reader.methodFields(id, t, i + MESSAGE_ARGUMENTS);
+        f.size = t[i + MESSAGE_BODY_SIZE];
+        f.properties = reader.properties(defs.BasicProperties, t, i + t[i + MESSAGE_PROPERTIES]);
+        f.content = reader.messageContent(t, i);
+        return f;
+      }
       // Content frames out of turn: the channel is to close with this error (id 0 is no method's).
       case EVENT_CHANNEL_ERROR:
         return { id: 0, channel, code: id, text: reader.obj(t[i + CHANNEL_ERROR_TEXT]), blamed: t[i + CHANNEL_ERROR_METHOD] };

@@ -2,9 +2,12 @@
 // Emits an event; a listener that throws is reported through 'handler-error' (on the next
 // turn) when someone listens for that, else the throw propagates as before.
 
-function safeEmit(emitter, event, ...args) {
+// Events here carry at most one argument; taking it as a parameter (not `...args`) spares an
+// array per event, deliveries included.
+function safeEmit(emitter, event, arg) {
   try {
-    emitter.emit(event, ...args);
+    if (arguments.length > 2) emitter.emit(event, arg);
+    else emitter.emit(event);
   } catch (err) {
     if (emitter.listenerCount('handler-error') === 0) throw err;
     setImmediate(() => emitter.emit('handler-error', err, event));
