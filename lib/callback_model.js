@@ -198,7 +198,7 @@ class Channel extends BaseChannel {
   }
 
   ack(message, allUpTo) {
-    this.sendImmediately(defs.BasicAck, Args.ack(message.fields.deliveryTag, allUpTo));
+    this.sendAck(message.fields.deliveryTag, allUpTo);
     return this;
   }
 

@@ -11,6 +11,7 @@ const defs = require('./defs');
 const { closeMessage, methodName, inspect } = require('./format');
 const { IllegalOperationError, stackCapture } = require('./error');
 const safeEmit = require('./safe_emit');
+const Args = require('./api_args');
 
 const { constants } = defs;
 
@@ -41,6 +42,19 @@ class Channel extends EventEmitter {
 
   sendImmediately(method, fields) {
     return this.connection.sendMethod(this.ch, method, fields);
+  }
+
+  // basic.ack, nack or reject of one delivery tag (a safe integer) with its flags as the
+  // native encoder takes them: no fields object per acknowledgement.
+  sendAcknowledgement(method, tag, flags) {
+    return this.connection.sendAcknowledgement(this.ch, method, tag, flags);
+  }
+
+  // Both APIs' ack: a tag the server gave goes straight to the encoder; anything else is
+  // encoded (and refused) as amqplib's would be.
+  sendAck(tag, allUpTo) {
+    if (Number.isSafeInteger(tag) && tag >= 0) return this.sendAcknowledgement(defs.BasicAck, tag, allUpTo ? 1 : 0);
+    return this.sendImmediately(defs.BasicAck, Args.ack(tag, allUpTo));
   }
 
   // Sends now if no RPC is in flight, else queues behind it. An RPC whose arguments cannot
@@ -294,7 +308,7 @@ function invalidOp(msg, stack) {
 }
 
 function invalidateSend(ch, msg, stack) {
-  ch.sendImmediately = ch.sendOrEnqueue = ch.sendMessage = invalidOp(msg, stack);
+  ch.sendImmediately = ch.sendOrEnqueue = ch.sendMessage = ch.sendAcknowledgement = invalidOp(msg, stack);
 }
 
 function emitDelivery(message) {

@@ -349,6 +349,10 @@ class Connection extends EventEmitter {
     return this.outgoing.sendMethod(channel, method, fields);
   }
 
+  sendAcknowledgement(channel, method, tag, flags) {
+    return this.outgoing.sendAcknowledgement(channel, method, tag, flags);
+  }
+
   sendMessage(channel, method, fields, properties, props, content) {
     return this.outgoing.sendMessage(channel, method, fields, properties, props, content);
   }
@@ -423,7 +427,7 @@ function invalidOp(msg, stack) {
 }
 
 function invalidateSend(conn, msg, stack) {
-  conn.sendMethod = conn.sendMessage = invalidOp(msg, stack);
+  conn.sendMethod = conn.sendMessage = conn.sendAcknowledgement = invalidOp(msg, stack);
 }
 
 // Streams that are not Duplexes (old-style) get a Duplex around them.

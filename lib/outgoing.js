@@ -118,9 +118,15 @@ class Outgoing {
 
   sendMethod(channel, method, fields) {
     const flags = acknowledgementFlags(method, fields);
-    const pending = flags < 0
-      ? native.sendMethod(this.handle, channel, method, fields)
-      : native.sendAcknowledgement(this.handle, channel, method, fields.deliveryTag, flags);
+    if (flags >= 0) return this.sendAcknowledgement(channel, method, fields.deliveryTag, flags);
+    const pending = native.sendMethod(this.handle, channel, method, fields);
+    this.scheduleFlush();
+    return this.writable(undefined, pending);
+  }
+
+  // `tag` a safe integer, `flags` as acknowledgementFlags makes them.
+  sendAcknowledgement(channel, method, tag, flags) {
+    const pending = native.sendAcknowledgement(this.handle, channel, method, tag, flags);
     this.scheduleFlush();
     return this.writable(undefined, pending);
   }
