@@ -1,7 +1,7 @@
 //! The sans-IO connection core: bytes in, events out; frames in, bytes out.
 //!
 //! [`Connection::receive`] takes whatever the transport read, parses every complete frame into
-//! typed events (`event.rs`), polled with [`Connection::poll_event`], and keeps the tail of a
+//! typed events (`event.rs`), polled through [`EventSource`], and keeps the tail of a
 //! partial frame for the next read. On a channel the peer has opened, content frames go
 //! through the channel's content rules (`content.rs`): a delivery, return or get-ok is one
 //! event once its body is whole, its body assembled into one `Vec` of exactly the declared
@@ -12,7 +12,7 @@
 
 use crate::codec::{CodecError, Reader};
 use crate::content::{carries_content, Assembly, Held, Stage, Violation};
-use crate::event::{Content, Event};
+use crate::event::{Content, Event, EventSource};
 use crate::frame::{self, parse_envelope, Envelope, OVERHEAD};
 use crate::spec::{self, FRAME_BODY, FRAME_ERROR, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD};
 use std::collections::{HashMap, VecDeque};
@@ -67,7 +67,7 @@ pub struct Connection {
     max_frame_size: Option<usize>,
     /// The channels the peer has opened, and where each is in a message (see `content.rs`).
     stages: ByChannel<Stage>,
-    /// What this read brought, for [`poll_event`](Self::poll_event).
+    /// What this read brought, for [`EventSource::poll_event`].
     events: VecDeque<Event>,
     pub out: Vec<u8>,
     /// Set by a framing error (the stream can no longer be trusted) and once the buffers are
@@ -517,22 +517,11 @@ impl Connection {
         self.events.push_back(Event::ChannelError { channel, code: spec::UNEXPECTED_FRAME as u16, text: violation.text, blamed: violation.blamed });
     }
 
-    /// The next event of the last read, in the order the frames came.
-    pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
-    }
-
+    /// Whether the last read brought events to poll.
     pub fn has_events(&self) -> bool {
         !self.events.is_empty()
     }
 
-    /// The arguments or properties of an event taken from this read did not decode: the
-    /// stream can no longer be trusted, and the rest of the read's events are dropped for
-    /// the connection error.
-    pub fn decoding_failed(&mut self, e: CodecError) {
-        self.events.clear();
-        self.fail(e.into());
-    }
 
     // ------------------------------------------------------------ outgoing
 
@@ -601,12 +590,30 @@ impl Connection {
     }
 }
 
+impl EventSource for Connection {
+    fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    fn read_buffer(&self) -> &[u8] {
+        Connection::read_buffer(self)
+    }
+
+    /// The stream can no longer be trusted: the rest of the read's events are dropped for the
+    /// connection error.
+    fn decoding_failed(&mut self, e: CodecError) {
+        self.events.clear();
+        self.fail(e.into());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::boundary::{EVENT_CHANNEL, EVENT_ID, EVENT_KIND, EVENT_LENGTH, MESSAGE_ARGUMENTS, MESSAGE_BODY_SIZE, MESSAGE_PROPERTIES};
     use crate::boundary::TapeEvent;
-    use crate::tape::{Obj, Serializer, POOLED_BODY_MAX};
+    use crate::serializer::{Serializer, POOLED_BODY_MAX};
+    use crate::tape::Obj;
     use crate::test_support::{content_head, method_frame, TapeView, TestValue};
     use proptest::prelude::*;
 

@@ -1,11 +1,21 @@
 //! What the connection core yields for what it reads, polled one by one
-//! ([`Connection::poll_event`](crate::connection::Connection::poll_event)), as quinn-proto's
-//! endpoint is polled. Payloads are ranges of the core's read buffer
-//! ([`read_buffer`](crate::connection::Connection::read_buffer)), valid until its next
-//! receive: method arguments and properties are decoded only by whoever takes the event (the
+//! ([`EventSource::poll_event`]), as quinn-proto's endpoint is polled. Payloads are ranges
+//! of the core's read buffer ([`EventSource::read_buffer`]), valid until its next receive: method arguments and properties are decoded only by whoever takes the event (the
 //! bindings' serializer, `tape.rs`), once, straight into what JS is handed.
 
+use crate::codec::CodecError;
 use std::ops::Range;
+
+/// Where events come from, as whoever takes them sees it (the connection core, for the
+/// bindings' serializer).
+pub trait EventSource {
+    /// The next event of the last read, in the order the frames came.
+    fn poll_event(&mut self) -> Option<Event>;
+    /// The buffer the events' ranges refer to.
+    fn read_buffer(&self) -> &[u8];
+    /// The arguments or properties of an event taken from this read did not decode.
+    fn decoding_failed(&mut self, e: CodecError);
+}
 
 #[derive(Debug, PartialEq)]
 pub enum Event {

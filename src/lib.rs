@@ -8,8 +8,9 @@
 //! - [`content`]: the content rules of a channel (method, header, body), with amqplib's errors.
 //! - [`event`]: what the core yields for what it reads, typed.
 //! - [`connection`]: the sans-IO core of one connection (bytes in, events out).
-//! - [`tape`] and [`strings`]: the serializer the bindings run over each read's events (the
-//!   tape JS reads, laid out as `boundary` says), with its bounded interned-string table.
+//! - [`serializer`], with [`tape`] and [`strings`]: what the bindings run over each read's
+//!   events: the tape JS reads (laid out as `boundary` says), with the bounded
+//!   interned-string table.
 //! - `transport`, `uv` and `driver`: the TCP socket owned by the native side, the libuv poll
 //!   handle that watches it on Node's loop, and the driver that reads and writes it for a
 //!   connection core, step by step, with no Node-API (Linux and macOS: `build.rs` decides, as
@@ -21,7 +22,7 @@
 //!
 //! # Unsafe code, and the invariant each use relies on
 //!
-//! `codec`, `content`, `event`, `frame`, `strings`, `tape`, `spec` and `boundary` have none. Every block elsewhere carries a
+//! `codec`, `content`, `event`, `frame`, `serializer`, `strings`, `tape`, `spec` and `boundary` have none. Every block elsewhere carries a
 //! `SAFETY:` comment; by function:
 //!
 //! | where | what | relies on |
@@ -52,6 +53,7 @@ pub mod frame;
 #[rustfmt::skip]
 pub mod spec;
 pub mod spec_types;
+pub mod serializer;
 pub mod strings;
 pub mod tape;
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The event tape: how the core's events (`event.rs`) reach JS in one crossing per read.
 //!
-//! The bindings' [`Serializer`] takes a read's events and decodes their arguments and
-//! properties into a flat run of numbers (`slots`) and a short list of objects (strings and
+//! The bindings' serializer (`serializer.rs`) takes a read's events and decodes their
+//! arguments and properties into a flat run of numbers (`slots`) and a short list of objects (strings and
 //! Buffers that must become JS values). The bindings hand both to JS in one call;
 //! JS walks the slots with generated readers (lib/spec.js) and builds each fields object in
 //! one literal, of a stable shape. Strings that repeat are interned: their slot holds an id
@@ -25,85 +25,6 @@
 //! a retained message keeps alive is bounded by what one read brought.
 
 use crate::boundary::*;
-use crate::codec::{Decoder, Reader};
-use crate::connection::Connection;
-use crate::event::{Content, Event};
-use crate::spec;
-use crate::strings::Interner;
-
-/// Bodies in one frame up to this size share their read's content slab; larger ones get a
-/// Buffer of their own, whose allocation their copy outweighs anyway.
-pub const POOLED_BODY_MAX: usize = 8 * 1024;
-
-/// Turns the core's events (`event.rs`) into the tape JS reads, decoding each method's
-/// arguments and each message's properties once, straight onto it. The bindings keep one per
-/// connection, with the connection's interned-string table.
-#[derive(Default)]
-pub struct Serializer {
-    pub tape: Tape,
-    strings: Interner,
-}
-
-impl Serializer {
-    /// Takes every event of `core`'s last read onto a fresh tape. Arguments that do not decode
-    /// are the core's to judge ([`Connection::decoding_failed`]): its connection error takes
-    /// the place of the rest of the read.
-    pub fn serialize_read(&mut self, core: &mut Connection) {
-        self.tape.clear();
-        self.strings.reset_if_full(&mut self.tape);
-        while let Some(event) = core.poll_event() {
-            if let Err(e) = self.write(event, core.read_buffer()) {
-                core.decoding_failed(e);
-            }
-        }
-    }
-
-    fn write(&mut self, event: Event, read: &[u8]) -> crate::codec::Result<()> {
-        let tape = &mut self.tape;
-        let (start, objects) = (tape.len(), tape.objects.len());
-        let at = match event {
-            Event::Method { channel, id, args } => {
-                let at = tape.begin_event(TapeEvent::Method, channel, id);
-                let method = spec::method(id).expect("a method the core knows");
-                let mut decoder = Decoder { strings: &mut self.strings, tape, base: args.start };
-                decoder.method_args(method, &mut Reader::new(&read[args])).map(|()| at)
-            }
-            Event::Header { channel, class_id, body_size, properties } => {
-                let at = tape.begin_event(TapeEvent::Header, channel, class_id as u32);
-                debug_assert_eq!(tape.len(), at + HEADER_BODY_SIZE);
-                tape.push(body_size as f64);
-                let props = spec::properties(class_id).expect("a class the core knows");
-                let mut decoder = Decoder { strings: &mut self.strings, tape, base: properties.start };
-                decoder.properties(props, &mut Reader::new(&read[properties])).map(|()| at)
-            }
-            Event::Message { channel, id, args, class_id, properties, body_size, content } => {
-                let at = tape.begin_message(channel, id, body_size, content);
-                let method = spec::method(id).expect("a method the core knows");
-                let props = spec::properties(class_id).expect("a class the core knows");
-                let mut decoder = Decoder { strings: &mut self.strings, tape, base: args.start };
-                decoder.method_args(method, &mut Reader::new(&read[args])).and_then(|()| {
-                    decoder.tape.mark_message_properties(at);
-                    decoder.base = properties.start;
-                    decoder.properties(props, &mut Reader::new(&read[properties]))
-                }).map(|()| at)
-            }
-            Event::Body { channel, content } => Ok(tape.body(channel, content)),
-            Event::Heartbeat { channel } => Ok(tape.begin_event(TapeEvent::Heartbeat, channel, 0)),
-            Event::ChannelError { channel, code, text, blamed } => Ok(tape.channel_error(channel, code, text, blamed)),
-            Event::ConnectionError { code, text } => Ok(tape.error_event(code, text)),
-        };
-        match at {
-            Ok(at) => {
-                self.tape.end_event(at);
-                Ok(())
-            }
-            Err(e) => {
-                self.tape.abandon_event(start, objects);
-                Err(e)
-            }
-        }
-    }
-}
 
 /// A value JS must be given as an object rather than a number.
 #[derive(Debug, PartialEq)]
@@ -149,77 +70,18 @@ impl Tape {
         self.pooled_bytes
     }
 
-    /// Starts a body frame's event: a small body goes into this read's content slab, a larger
-    /// one becomes a Buffer of its own.
-    fn body(&mut self, channel: u16, content: Content) -> usize {
-        match content {
-            Content::Read(range) if range.len() <= POOLED_BODY_MAX => {
-                let at = self.begin_event(TapeEvent::PooledBody, channel, 0);
-                debug_assert_eq!(self.slots.len(), at + POOLED_BODY_OFFSET);
-                debug_assert_eq!(POOLED_BODY_LENGTH, POOLED_BODY_OFFSET + 1);
-                let offset = self.pool(range.start, range.len());
-                self.slots.extend_from_slice(&[offset, range.len() as f64]);
-                at
-            }
-            content => {
-                let object = self.content_object(content);
-                let at = self.begin_event(TapeEvent::Body, channel, 0);
-                debug_assert_eq!(self.slots.len(), at + BODY_CONTENT);
-                self.slots.push(object);
-                at
-            }
-        }
-    }
 
-    /// The object index of a body given a Buffer of its own.
-    fn content_object(&mut self, content: Content) -> f64 {
-        self.object(match content {
-            Content::Empty => Obj::Content(Vec::new()),
-            Content::Read(range) => Obj::Bytes { start: range.start, len: range.len() },
-            Content::Assembled(bytes) => Obj::Content(bytes),
-        })
-    }
 
     /// Adds `start..start + len` of the decoded buffer to the content slab; returns its offset there.
-    fn pool(&mut self, start: usize, len: usize) -> f64 {
+    pub fn pool(&mut self, start: usize, len: usize) -> f64 {
         let offset = self.pooled_bytes;
         self.pooled.push((start, len));
         self.pooled_bytes += len;
         offset as f64
     }
 
-    /// Starts a whole message's event: its fixed slots, then the method's arguments are to
-    /// follow, then [`mark_message_properties`](Self::mark_message_properties) and its
-    /// properties, then [`end_event`](Self::end_event).
-    fn begin_message(&mut self, channel: u16, method_id: u32, body_size: u64, content: Content) -> usize {
-        let at = self.begin_event(TapeEvent::Message, channel, method_id);
-        debug_assert_eq!(self.slots.len(), at + MESSAGE_BODY_SIZE);
-        debug_assert_eq!(
-            [MESSAGE_CONTENT, MESSAGE_OFFSET, MESSAGE_LENGTH, MESSAGE_PROPERTIES, MESSAGE_ARGUMENTS],
-            [1, 2, 3, 4, 5].map(|n| MESSAGE_BODY_SIZE + n)
-        );
-        let (object, offset, len) = match content {
-            Content::Empty => (-1.0, 0.0, 0.0),
-            Content::Read(range) if range.len() <= POOLED_BODY_MAX => (-1.0, self.pool(range.start, range.len()), range.len() as f64),
-            content => (self.content_object(content), 0.0, 0.0),
-        };
-        self.slots.extend_from_slice(&[body_size as f64, object, offset, len, 0.0]);
-        at
-    }
 
-    /// Where the message event begun at `at` has its properties: from here on.
-    fn mark_message_properties(&mut self, at: usize) {
-        self.slots[at + MESSAGE_PROPERTIES] = (self.slots.len() - at) as f64;
-    }
 
-    /// Starts the event of a channel error: its code, text and the method blamed.
-    fn channel_error(&mut self, channel: u16, code: u16, text: String, blamed: u32) -> usize {
-        let text = self.object(Obj::Text(text));
-        let at = self.begin_event(TapeEvent::ChannelError, channel, code as u32);
-        debug_assert_eq!(self.slots.len() + 1, at + CHANNEL_ERROR_METHOD);
-        self.slots.extend_from_slice(&[text, blamed as f64]);
-        at
-    }
 
     pub fn len(&self) -> usize {
         self.slots.len()
@@ -231,6 +93,10 @@ impl Tape {
 
     pub fn push(&mut self, v: f64) {
         self.slots.push(v);
+    }
+
+    pub fn extend(&mut self, values: &[f64]) {
+        self.slots.extend_from_slice(values);
     }
 
     pub fn set(&mut self, slot: usize, v: f64) {
@@ -282,14 +148,6 @@ impl Tape {
         self.new_strings.retain(|&(_, index)| index < objects);
     }
 
-    /// Starts the event of a connection error.
-    fn error_event(&mut self, code: u16, message: String) -> usize {
-        let text = self.object(Obj::Text(message));
-        let at = self.begin_event(TapeEvent::ConnectionError, 0, code as u32);
-        debug_assert_eq!(self.slots.len(), at + CONNECTION_ERROR_TEXT);
-        self.slots.push(text);
-        at
-    }
 
     /// Slots of the whole tape as JS reads it.
     pub fn total_slots(&self) -> usize {

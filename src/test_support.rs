@@ -304,7 +304,7 @@ impl Pair {
 
     /// The events of `client`'s last read, as the core yields them.
     fn seen_by(client: &mut crate::connection::Connection) -> Vec<Seen> {
-        use crate::event::Event;
+        use crate::event::{Event, EventSource};
         let mut out = Vec::new();
         while let Some(event) = client.poll_event() {
             let read = client.read_buffer();

@@ -2,7 +2,8 @@
 //! as an Array, and the read's content slab, in one value per read (see `tape.rs`).
 
 use super::errors::{napi_ok, JsError};
-use super::native_connection::NativeConnection;
+use crate::connection::Connection;
+use crate::serializer::Serializer;
 use crate::tape::{Obj, Tape};
 use napi::sys;
 use std::ptr;
@@ -133,10 +134,9 @@ pub(super) fn hand_over(env: sys::napi_env, tape: &mut Tape, source: &[u8]) -> R
     Ok(received)
 }
 
-/// `[tape, objects, slab]` for what the connection last received: its core's events, taken
-/// onto the tape by its serializer, counting the bytes they copy.
-pub(super) fn hand_over_received(env: sys::napi_env, connection: &mut NativeConnection) -> Result<sys::napi_value> {
-    let (core, serializer) = (&mut connection.core, &mut connection.serializer);
+/// `[tape, objects, slab]` for what `core` last received: its events, taken onto the tape by
+/// the connection's serializer, counting the bytes they copy.
+pub(super) fn hand_over_received(env: sys::napi_env, core: &mut Connection, serializer: &mut Serializer) -> Result<sys::napi_value> {
     serializer.serialize_read(core);
     core.bytes_copied += bytes_to_copy(&serializer.tape);
     hand_over(env, &mut serializer.tape, core.read_buffer())

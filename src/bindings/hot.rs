@@ -265,7 +265,7 @@ unsafe extern "C" fn receive(env: sys::napi_env, info: sys::napi_callback_info) 
         let chunk = call.bytes(1)?;
         let connection = call.connection(0)?;
         connection.core.receive(chunk);
-        hand_over_received(env, connection)
+        hand_over_received(env, &mut connection.core, &mut connection.serializer)
     })
 }
 

@@ -1,7 +1,7 @@
 //! The Node-API layer over the core, one concern per file:
 //! - [`errors`]: the one conversion of errors (and caught panics) into thrown JS errors;
 //! - [`marshal`]: reading JS values for the encoder ([`marshal::JsVal`]);
-//! - [`handover`]: a read's events, through the connection's serializer (`tape.rs`), to JS;
+//! - [`handover`]: a read's events, through the connection's serializer (`serializer.rs`), to JS;
 //! - [`native_connection`]: the class JS makes once per connection;
 //! - [`hot`]: the entry points called per message or per read, as plain Node-API callbacks;
 //! - `socket` (Linux and macOS): the Node-API side of the native socket driver;

@@ -4,7 +4,7 @@
 
 use super::hot;
 use crate::connection::Connection;
-use crate::tape::Serializer;
+use crate::serializer::Serializer;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 

@@ -124,7 +124,7 @@ fn event_values(env: sys::napi_env, this: &mut NativeConnection, kind: SocketEve
     let mut values = vec![kind_value];
     match args {
         EventArgs::None => {}
-        EventArgs::Data => values.push(hand_over_received(env, this)?),
+        EventArgs::Data => values.push(hand_over_received(env, &mut this.core, &mut this.serializer)?),
         EventArgs::Error { errno, syscall } => {
             let mut errno_value = ptr::null_mut();
             // SAFETY: env is live on this thread.
