@@ -12,6 +12,7 @@ const { closeMessage, methodName, inspect } = require('./format');
 const { IllegalOperationError, stackCapture } = require('./error');
 const safeEmit = require('./safe_emit');
 const Args = require('./api_args');
+const { isEncodableTag } = require('./outgoing');
 
 const { constants } = defs;
 
@@ -53,7 +54,7 @@ class Channel extends EventEmitter {
   // Both APIs' ack: a tag the server gave goes straight to the encoder; anything else is
   // encoded (and refused) as amqplib's would be.
   sendAck(tag, allUpTo) {
-    if (Number.isSafeInteger(tag) && tag >= 0) return this.sendAcknowledgement(defs.BasicAck, tag, allUpTo ? 1 : 0);
+    if (isEncodableTag(tag)) return this.sendAcknowledgement(defs.BasicAck, tag, allUpTo ? 1 : 0);
     return this.sendImmediately(defs.BasicAck, Args.ack(tag, allUpTo));
   }
 

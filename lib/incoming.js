@@ -29,7 +29,7 @@ class Incoming {
     this.next = 0;
     // The one frame object the connection's dispatch is given for every whole message (see
     // nextFrame).
-    this.dispatched = { id: 0, channel: 0, fields: null, size: 0, properties: null, content: null };
+    this.dispatched = messageFrame();
     this.readSinceLastCheck = false;
     this.bytesReadAtLastCheck = 0;
   }
@@ -80,7 +80,7 @@ class Incoming {
         return { id, channel, fields: reader.methodFields(id, t, i + METHOD_ARGUMENTS) };
       // A whole delivery, return or get-ok: the core has checked its frames' order and sizes.
       case EVENT_MESSAGE: {
-        const f = forDispatch ? this.dispatched : { id: 0, channel: 0, fields: null, size: 0, properties: null, content: null };
+        const f = forDispatch ? this.dispatched : messageFrame();
         f.id = id;
         f.channel = channel;
         f.fields = reader.methodFields(id, t, i + MESSAGE_ARGUMENTS);
@@ -112,5 +112,10 @@ class Incoming {
 
 // Before the first read.
 const EMPTY_TAPE = new Float64Array(0);
+
+// A frame for a whole message, filled in by decode (one shape for all of them).
+function messageFrame() {
+  return { id: 0, channel: 0, fields: null, size: 0, properties: null, content: null };
+}
 
 module.exports = { Incoming };

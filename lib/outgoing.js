@@ -124,7 +124,7 @@ class Outgoing {
     return this.writable(undefined, pending);
   }
 
-  // `tag` a safe integer, `flags` as acknowledgementFlags makes them.
+  // `tag` one isEncodableTag takes, `flags` as acknowledgementFlags makes them.
   sendAcknowledgement(channel, method, tag, flags) {
     const pending = native.sendAcknowledgement(this.handle, channel, method, tag, flags);
     this.scheduleFlush();
@@ -153,14 +153,19 @@ class Outgoing {
   }
 }
 
+// Whether the native acknowledgement encoder takes `tag` (others go through the general
+// encoder, which refuses them as amqplib's does).
+function isEncodableTag(tag) {
+  return Number.isSafeInteger(tag) && tag >= 0;
+}
+
 // basic.ack, nack and reject go out once per message consumed: with a safe-integer tag and
 // boolean flags (as the channel APIs make them), their flags are packed here, bit by bit in
 // the order of their arguments, and the native side needs no fields object. -1 otherwise:
 // the general encoder then reads the fields and reports what is wrong with them.
 function acknowledgementFlags(method, fields) {
   if (method !== defs.BasicAck && method !== defs.BasicNack && method !== defs.BasicReject) return -1;
-  const tag = fields.deliveryTag;
-  if (!Number.isSafeInteger(tag) || tag < 0) return -1;
+  if (!isEncodableTag(fields.deliveryTag)) return -1;
   const { multiple, requeue } = fields;
   switch (method) {
     case defs.BasicAck:
@@ -238,4 +243,4 @@ class TableSnapshot {
   }
 }
 
-module.exports = { Outgoing };
+module.exports = { Outgoing, isEncodableTag };

@@ -333,13 +333,12 @@ impl Connection {
         }
         let channel = u16::from_be_bytes([rest[1], rest[2]]);
         let size = u32::from_be_bytes([rest[3], rest[4], rest[5], rest[6]]) as usize;
-        let arrived_len = rest.len() - frame::HEADER_BYTES;
-        let Some(assembly) = self.assembly_mut(channel) else { return pos };
+        let arrived = &rest[frame::HEADER_BYTES..];
+        let arrived_len = arrived.len();
+        let Some(Stage::Body { assembly, .. }) = self.stages.get_mut(&channel) else { return pos };
         if size - arrived_len < DIRECT_BODY_MIN || size as u64 > assembly.remaining {
             return pos; // small, or an error the whole frame will show
         }
-        let arrived = &self.read[pos + frame::HEADER_BYTES..];
-        let Some(Stage::Body { assembly, .. }) = self.stages.get_mut(&channel) else { unreachable!("checked above") };
         assembly.append(arrived);
         self.bytes_copied += arrived_len as u64;
         self.direct = Some(DirectBody { channel, payload_left: size - arrived_len });
