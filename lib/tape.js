@@ -19,7 +19,7 @@ class TapeReader {
   constructor() {
     this.strings = [];
     this.objects = null;
-    // The read's content slab (see src/tape.rs): small bodies back to back.
+    // The read's content slab (see src/tape.rs): small bodies back to back, in an ArrayBuffer.
     this.slab = undefined;
     this.pos = 0;
     // Slots of the string-table header before the events: table positions count from here.
@@ -66,8 +66,7 @@ class TapeReader {
   }
 
   slabView(offset, length) {
-    const slab = this.slab;
-    return Buffer.from(slab.buffer, slab.byteOffset + offset, length);
+    return Buffer.from(this.slab, offset, length);
   }
 
   // A table argument: slot i holds the first slot of its entries (counted from the first

@@ -79,8 +79,9 @@ fn bytes_to_copy(tape: &Tape) -> u64 {
     (objects + tape.pooled_bytes()) as u64
 }
 
-/// The read's content slab: one Buffer with the pooled bodies back to back (see `tape.rs`),
-/// or undefined when there are none.
+/// The read's content slab: one ArrayBuffer with the pooled bodies back to back (see
+/// `tape.rs`), or undefined when there are none. JS makes each body a Buffer view of it, so the
+/// slab itself need not be a Buffer (which would cost a typed array and a prototype per read).
 fn content_slab(env: sys::napi_env, tape: &Tape, source: &[u8]) -> Result<sys::napi_value> {
     let mut out = ptr::null_mut();
     if tape.pooled.is_empty() {
@@ -91,7 +92,7 @@ fn content_slab(env: sys::napi_env, tape: &Tape, source: &[u8]) -> Result<sys::n
     // SAFETY: env is live; `data` receives a fresh store of `pooled_bytes` bytes, which the
     // ranges (each within `source`, together exactly that many bytes) fill completely.
     unsafe {
-        napi_ok(sys::napi_create_buffer(env, tape.pooled_bytes(), &mut data, &mut out))?;
+        napi_ok(sys::napi_create_arraybuffer(env, tape.pooled_bytes(), &mut data, &mut out))?;
         let slab = std::slice::from_raw_parts_mut(data.cast::<u8>(), tape.pooled_bytes());
         let mut at = 0;
         for &(start, len) in &tape.pooled {
