@@ -25,11 +25,31 @@ describe('generated files', () => {
     const at = boundary.TAPE_STRING_PAIRS;
     assert.strictEqual(tape[at + boundary.EVENT_KIND], boundary.EVENT_HEARTBEAT);
     assert.strictEqual(tape[at + boundary.EVENT_LENGTH], boundary.EVENT_HEAD_SLOTS);
-    assert.strictEqual(tape.length, at + boundary.EVENT_HEAD_SLOTS);
+    assert.strictEqual(tape[boundary.TAPE_END], at + boundary.EVENT_HEAD_SLOTS);
+    assert.strictEqual(tape[boundary.TAPE_HELD], 1);
     const bad = native.receive(session.handle(), Buffer.from([9, 0, 0, 0, 0, 0, 0, 0xce]));
     const error = bad[0];
     assert.strictEqual(error[at + boundary.EVENT_KIND], boundary.EVENT_CONNECTION_ERROR);
     assert.strictEqual(error[at + boundary.EVENT_ID], 501);
     assert.match(bad[1][error[at + boundary.CONNECTION_ERROR_TEXT]], /Unknown frame type 9/);
+  });
+
+  it('write a read into the tape given back once JS has released it, and only then', () => {
+    const handle = new native.NativeConnection().handle();
+    const heartbeat = Buffer.from([8, 0, 0, 0, 0, 0, 0, 0xce]);
+    const first = native.receive(handle, heartbeat)[0];
+    assert.strictEqual(native.receive(handle, heartbeat, first)[0] === first, false, 'a held tape is not written');
+    first[boundary.TAPE_HELD] = 0;
+    first.fill(-1, boundary.TAPE_END + 1);
+    const again = native.receive(handle, Buffer.concat([heartbeat, heartbeat]), first)[0];
+    assert.strictEqual(again, first);
+    assert.strictEqual(again[boundary.TAPE_HELD], 1);
+    const at = boundary.TAPE_STRING_PAIRS;
+    assert.strictEqual(again[boundary.TAPE_END], at + 2 * boundary.EVENT_HEAD_SLOTS);
+    assert.strictEqual(again[at + boundary.EVENT_HEAD_SLOTS + boundary.EVENT_KIND], boundary.EVENT_HEARTBEAT);
+    // Too small, or not a tape at all: a new one.
+    const small = new Float64Array(boundary.TAPE_END + 1);
+    assert.notStrictEqual(native.receive(handle, heartbeat, small)[0], small);
+    assert.ok(native.receive(handle, heartbeat, 'not a tape')[0] instanceof Float64Array);
   });
 });

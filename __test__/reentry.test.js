@@ -10,7 +10,7 @@ const assert = require('node:assert');
 const native = require('../lib/native');
 const defs = require('../lib/defs');
 const { TapeReader } = require('../lib/tape');
-const { EVENT_METHOD, EVENT_KIND, EVENT_ID, EVENT_LENGTH, EVENT_CONNECTION_ERROR } = require('../lib/boundary');
+const { EVENT_METHOD, EVENT_KIND, EVENT_ID, EVENT_LENGTH, EVENT_CONNECTION_ERROR, TAPE_END } = require('../lib/boundary');
 
 function connection() {
   const session = new native.NativeConnection();
@@ -23,8 +23,8 @@ function methodsIn(bytes) {
   const received = native.receive(peer.handle, bytes);
   const tape = received[0];
   const ids = [];
-  for (let i = new TapeReader().load(received); i < tape.length; i += tape[i + EVENT_LENGTH]) {
-    assert.notStrictEqual(tape[i + EVENT_KIND], EVENT_CONNECTION_ERROR, received[1][tape[i + 4]]);
+  for (let i = new TapeReader().load(...received); i < tape[TAPE_END]; i += tape[i + EVENT_LENGTH]) {
+    if (tape[i + EVENT_KIND] === EVENT_CONNECTION_ERROR) assert.fail(received[1][tape[i + 4]]);
     if (tape[i + EVENT_KIND] === EVENT_METHOD) ids.push(tape[i + EVENT_ID]);
   }
   return ids;

@@ -21,12 +21,16 @@ const EVENT_CHANNEL_ERROR = 6;
 const EVENT_HEARTBEAT = 8;
 // Slots every event starts with.
 const EVENT_HEAD_SLOTS = 4;
+// Is 1 from hand-over until JS has read every event, when JS sets it to 0: the native side may then write a later read into the same tape.
+const TAPE_HELD = 0;
+// Slots in use, this header included: the tape may be longer.
+const TAPE_END = 1;
 // Is 1 when the string table was reset before this read.
-const TAPE_STRINGS_RESET = 0;
+const TAPE_STRINGS_RESET = 2;
 // The number of strings interned by this read; as many (id, object index) pairs follow.
-const TAPE_NEW_STRINGS = 1;
+const TAPE_NEW_STRINGS = 3;
 // Where the (id, object index) pairs of new strings start.
-const TAPE_STRING_PAIRS = 2;
+const TAPE_STRING_PAIRS = 4;
 // The event kind (`TapeEvent`).
 const EVENT_KIND = 0;
 // The channel the frame came on.
@@ -88,6 +92,8 @@ module.exports = {
   EVENT_CHANNEL_ERROR,
   EVENT_HEARTBEAT,
   EVENT_HEAD_SLOTS,
+  TAPE_HELD,
+  TAPE_END,
   TAPE_STRINGS_RESET,
   TAPE_NEW_STRINGS,
   TAPE_STRING_PAIRS,

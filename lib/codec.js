@@ -16,7 +16,7 @@ function encodeTable(buffer, table, offset) {
 function decodeFields(slice) {
   const reader = new TapeReader();
   const decoded = codecExport('decodeTable')(slice);
-  return reader.table(decoded[0], reader.load(decoded));
+  return reader.table(decoded[0], reader.load(...decoded));
 }
 
 module.exports = { encodeTable, decodeFields };

@@ -41,10 +41,10 @@ defs.decode = (id, buf) => {
   const reader = new TapeReader();
   if (propertyClasses.has(id)) {
     const decoded = codecExport('decodeProperties')(id, buf);
-    return reader.properties(id, decoded[0], reader.load(decoded));
+    return reader.properties(id, decoded[0], reader.load(...decoded));
   }
   const decoded = codecExport('decodeMethod')(id, buf);
-  return reader.methodFields(id, decoded[0], reader.load(decoded));
+  return reader.methodFields(id, decoded[0], reader.load(...decoded));
 };
 
 module.exports = defs;

@@ -12,7 +12,7 @@ const { HEARTBEAT } = require('./frame');
 const { TapeReader } = require('./tape');
 const {
   EVENT_CONNECTION_ERROR, EVENT_METHOD, EVENT_HEADER, EVENT_BODY, EVENT_POOLED_BODY, EVENT_MESSAGE, EVENT_CHANNEL_ERROR,
-  EVENT_HEARTBEAT, EVENT_KIND, EVENT_CHANNEL, EVENT_ID, EVENT_LENGTH, METHOD_ARGUMENTS, HEADER_BODY_SIZE, HEADER_PROPERTIES,
+  EVENT_HEARTBEAT, EVENT_KIND, TAPE_HELD, TAPE_END, EVENT_CHANNEL, EVENT_ID, EVENT_LENGTH, METHOD_ARGUMENTS, HEADER_BODY_SIZE, HEADER_PROPERTIES,
   MESSAGE_BODY_SIZE, MESSAGE_PROPERTIES, MESSAGE_ARGUMENTS, CHANNEL_ERROR_TEXT, CHANNEL_ERROR_METHOD, CONNECTION_ERROR_TEXT,
 } = require('./boundary');
 
@@ -24,9 +24,14 @@ class Incoming {
     this.handle = handle;
     this.parsedAsRead = parsedAsRead;
     this.reader = new TapeReader();
-    // The last read's tape, and the slot of its next event to decode.
+    // The tape being read (EMPTY_TAPE once read to its end), the slot of its next event to
+    // decode, and where its events end.
     this.tape = EMPTY_TAPE;
     this.next = 0;
+    this.end = 0;
+    // The last tape the native side handed over: given back to it with each stream chunk
+    // (the native socket keeps its own), to be written again once it is released.
+    this.spare = undefined;
     // The one frame object the connection's dispatch is given for every whole message (see
     // nextFrame).
     this.dispatched = messageFrame();
@@ -40,19 +45,29 @@ class Incoming {
   // is done with a frame when accept returns (Channel#handOver keeps a message object of its
   // own), so it need not make one per message.
   nextFrame(forDispatch = false) {
-    while (this.next >= this.tape.length) {
+    while (this.next >= this.end) {
+      this.releaseTape();
       const input = this.stream.read();
       if (input === null) return false;
       this.readSinceLastCheck = true;
-      const received = this.parsedAsRead ? input : native.receive(this.handle, input);
-      this.tape = received[0];
-      this.next = this.reader.load(received);
+      const received = this.parsedAsRead ? input : native.receive(this.handle, input, this.spare);
+      const tape = received[0];
+      this.tape = this.spare = tape;
+      this.end = tape[TAPE_END];
+      this.next = this.reader.load(tape, received[1], received[2]);
     }
     const i = this.next;
     this.next += this.tape[i + EVENT_LENGTH];
     const frame = this.decode(this.tape, i, forDispatch);
     if (frame instanceof Error) throw frame;
     return frame;
+  }
+
+  // Every event of the tape has been decoded (frames keep nothing of it): the native side may
+  // write a later read into it. Released once: the tape may be written again straight away.
+  releaseTape() {
+    this.tape[TAPE_HELD] = 0;
+    this.tape = EMPTY_TAPE;
   }
 
   // Whether anything arrived since the last check, for the heartbeat. Any byte counts, not
@@ -110,8 +125,8 @@ class Incoming {
   }
 }
 
-// Before the first read.
-const EMPTY_TAPE = new Float64Array(0);
+// Before the first read, and once a read's tape is released.
+const EMPTY_TAPE = new Float64Array(TAPE_END + 1);
 
 // A frame for a whole message, filled in by decode (one shape for all of them).
 function messageFrame() {

@@ -97,7 +97,7 @@ class NativeSocket extends EventEmitter {
     this.fail(aggregate);
   }
 
-  onEvent(kind, a, b) {
+  onEvent(kind, a, b, c) {
     switch (kind) {
       case SOCKET_CONNECT:
         this.open = true;
@@ -106,7 +106,7 @@ class NativeSocket extends EventEmitter {
         break;
       case SOCKET_DATA:
         this.touch();
-        this.received.push(a);
+        this.received.push([a, b, c]); // tape, objects, slab
         this.emit('readable');
         break;
       case SOCKET_DRAIN:

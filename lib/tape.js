@@ -26,13 +26,12 @@ class TapeReader {
     this.base = 0;
   }
 
-  // Takes `[tape, objects, slab]` from the native side; returns the index of the tape's
-  // first event.
-  load(decoded) {
-    const tape = decoded[0];
-    const objects = decoded[1];
+  // Takes what the native side handed over for one read (its objects undefined when there
+  // are none); returns the index of the tape's first event. The tape's events end at
+  // tape[TAPE_END].
+  load(tape, objects, slab) {
     this.objects = objects;
-    this.slab = decoded[2];
+    this.slab = slab;
     if (tape[TAPE_STRINGS_RESET] === 1) this.strings.length = 0;
     const fresh = tape[TAPE_NEW_STRINGS];
     let i = TAPE_STRING_PAIRS;

@@ -180,8 +180,11 @@ function js() {
 // What the bindings hand over per read is a tape of numbers (see src/tape.rs); both sides
 // take its event kinds and slot positions from here, as they do the readers of each method.
 
-// Slots at the start of the tape, before its events: the string table's changes.
+// Slots at the start of the tape, before its events: whether JS still reads it, where it
+// ends, and the string table's changes.
 const TAPE_HEADER = [
+  ['held', 'Is 1 from hand-over until JS has read every event, when JS sets it to 0: the native side may then write a later read into the same tape.'],
+  ['end', 'Slots in use, this header included: the tape may be longer.'],
   ['strings_reset', 'Is 1 when the string table was reset before this read.'],
   ['new_strings', 'The number of strings interned by this read; as many (id, object index) pairs follow.'],
 ];

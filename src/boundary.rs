@@ -26,12 +26,16 @@ pub enum TapeEvent {
 
 /// Slots every event starts with.
 pub const EVENT_HEAD_SLOTS: usize = 4;
+/// Is 1 from hand-over until JS has read every event, when JS sets it to 0: the native side may then write a later read into the same tape.
+pub const TAPE_HELD: usize = 0;
+/// Slots in use, this header included: the tape may be longer.
+pub const TAPE_END: usize = 1;
 /// Is 1 when the string table was reset before this read.
-pub const TAPE_STRINGS_RESET: usize = 0;
+pub const TAPE_STRINGS_RESET: usize = 2;
 /// The number of strings interned by this read; as many (id, object index) pairs follow.
-pub const TAPE_NEW_STRINGS: usize = 1;
+pub const TAPE_NEW_STRINGS: usize = 3;
 /// Where the (id, object index) pairs of new strings start.
-pub const TAPE_STRING_PAIRS: usize = 2;
+pub const TAPE_STRING_PAIRS: usize = 4;
 /// The event kind (`TapeEvent`).
 pub const EVENT_KIND: usize = 0;
 /// The channel the frame came on.

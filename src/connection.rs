@@ -609,7 +609,7 @@ impl EventSource for Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::boundary::{EVENT_CHANNEL, EVENT_ID, EVENT_KIND, EVENT_LENGTH, MESSAGE_ARGUMENTS, MESSAGE_BODY_SIZE, MESSAGE_PROPERTIES};
+    use crate::boundary::{EVENT_CHANNEL, EVENT_ID, EVENT_KIND, EVENT_LENGTH, MESSAGE_ARGUMENTS, MESSAGE_BODY_SIZE, MESSAGE_PROPERTIES, TAPE_NEW_STRINGS};
     use crate::boundary::TapeEvent;
     use crate::serializer::{Serializer, POOLED_BODY_MAX};
     use crate::tape::Obj;
@@ -866,9 +866,9 @@ mod tests {
     fn repeated_strings_are_sent_to_js_once() {
         let mut client = opened();
         client.receive(&delivery(b"a", 4096));
-        let first = client.serializer.tape.to_slots()[1];
+        let first = client.serializer.tape.to_slots()[TAPE_NEW_STRINGS];
         client.receive(&delivery(b"b", 4096));
-        let second = client.serializer.tape.to_slots()[1];
+        let second = client.serializer.tape.to_slots()[TAPE_NEW_STRINGS];
         assert!(first >= 4.0, "consumer tag, exchange, routing key, content type are new");
         assert_eq!(second, 0.0, "and found, not decoded, the second time");
     }

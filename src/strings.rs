@@ -81,7 +81,7 @@ mod tests {
             strings.intern(s.as_bytes(), 0, &mut tape);
             assert!(strings.len() <= MAX_ENTRIES);
         }
-        assert!(tape.to_slots()[0] == 1.0, "a reset was signalled");
+        assert!(tape.to_slots()[crate::boundary::TAPE_STRINGS_RESET] == 1.0, "a reset was signalled");
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! one literal, of a stable shape. Strings that repeat are interned: their slot holds an id
 //! into a JS-side array that only receives a string the first time it is seen.
 //!
-//! Layout (its positions are generated, in `boundary.rs` and lib/boundary.js): the string
+//! Layout (its positions are generated, in `boundary.rs` and lib/boundary.js): whether JS
+//! holds the tape and where its events end (a tape is written again by a later read once JS
+//! has released it, so it may be longer than this read's events), then the string
 //! table's changes (whether it was reset before this read, so JS empties its array; then
 //! `n`, the number of newly interned strings, and `n` pairs `(string id, object index)`),
 //! then the events. Each event starts with the same slots (`kind, channel, id, length`,
@@ -18,7 +20,7 @@
 //! object of this read. Other object slots hold the object's index.
 //!
 //! Small bodies that arrived in one frame are not objects of their own: they are copied, in
-//! order, into one Buffer per read (the read's content slab), and their event holds the
+//! order, into one ArrayBuffer per read (the read's content slab), and their event holds the
 //! `offset, length` of each in it. Each message's content is then a view of exactly its size
 //! into that Buffer, made in JS: one allocation per read instead of one per message (the
 //! cost that dominated receiving small messages), as Node pools its own small Buffers. What
@@ -154,10 +156,13 @@ impl Tape {
         TAPE_STRING_PAIRS + 2 * self.new_strings.len() + self.slots.len()
     }
 
-    /// Writes the whole tape as JS reads it, the string-table header and then the events,
-    /// into `out` (of exactly [`total_slots`](Self::total_slots) slots).
+    /// Writes the whole tape as JS reads it, the header and then the events, into the first
+    /// [`total_slots`](Self::total_slots) slots of `out`, marked held by JS.
     pub fn write_slots(&self, out: &mut [f64]) {
-        let (header, events) = out.split_at_mut(out.len() - self.slots.len());
+        let total = self.total_slots();
+        let (header, events) = out[..total].split_at_mut(total - self.slots.len());
+        header[TAPE_HELD] = 1.0;
+        header[TAPE_END] = total as f64;
         header[TAPE_STRINGS_RESET] = self.reset_strings as u8 as f64;
         header[TAPE_NEW_STRINGS] = self.new_strings.len() as f64;
         for (pair, &(id, index)) in header[TAPE_STRING_PAIRS..].chunks_exact_mut(2).zip(&self.new_strings) {

@@ -64,7 +64,7 @@ where
     let mut decoder = crate::codec::Decoder { strings: &mut strings, tape: &mut tape, base: 0 };
     let mut reader = crate::codec::Reader::new(bytes);
     decode(&mut decoder, &mut reader).map_err(|e| thrown(env.raw(), e))?;
-    let received = hand_over(env.raw(), &mut tape, bytes).map_err(|e| thrown(env.raw(), e))?;
+    let received = hand_over(env.raw(), &mut tape, bytes, None).and_then(|h| h.into_array(env.raw())).map_err(|e| thrown(env.raw(), e))?;
     // SAFETY: `received` was created in this call's env.
     Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), received) })
 }

@@ -1,9 +1,12 @@
 //! Handing decoded events to JS: the tape as a Float64Array, its objects (strings, Buffers)
-//! as an Array, and the read's content slab, in one value per read (see `tape.rs`).
+//! as an Array, and the read's content slab (see `tape.rs`). A tape JS has released is
+//! written again by the next read that fits, so that a read at a broker's pace (a message or
+//! a few) costs no new typed array: per read, only the slab is new.
 
 use super::errors::{napi_ok, JsError};
 use crate::connection::Connection;
 use crate::serializer::Serializer;
+use crate::boundary::{TAPE_END, TAPE_HELD};
 use crate::tape::{Obj, Tape};
 use napi::sys;
 use std::ptr;
@@ -103,43 +106,103 @@ fn content_slab(env: sys::napi_env, tape: &Tape, source: &[u8]) -> Result<sys::n
     Ok(out)
 }
 
-/// `[tape, objects, slab]`: the tape as a Float64Array, its objects as an Array, and the
-/// read's content slab.
-pub(super) fn hand_over(env: sys::napi_env, tape: &mut Tape, source: &[u8]) -> Result<sys::napi_value> {
-    let slots = tape.total_slots();
-    let mut array_buffer = ptr::null_mut();
-    let mut data = ptr::null_mut();
-    // SAFETY: env is live; `data` receives a fresh JS-owned store of `slots` f64s (8-byte
-    // aligned, as V8 allocates array buffers) that `write_slots` fills completely.
-    unsafe {
-        napi_ok(sys::napi_create_arraybuffer(env, slots * 8, &mut data, &mut array_buffer))?;
-        tape.write_slots(std::slice::from_raw_parts_mut(data.cast::<f64>(), slots));
-    }
-    let slab = content_slab(env, tape, source)?;
-    let mut typed = ptr::null_mut();
-    let mut objects = ptr::null_mut();
-    let mut received = ptr::null_mut();
-    // SAFETY: env is live; all handles were created in this call.
-    unsafe {
-        napi_ok(sys::napi_create_typedarray(env, sys::TypedarrayType::float64_array, slots, array_buffer, 0, &mut typed))?;
-        napi_ok(sys::napi_create_array_with_length(env, tape.objects.len(), &mut objects))?;
-        for (i, obj) in tape.objects.drain(..).enumerate() {
-            let value = js_object(env, obj, source)?;
-            napi_ok(sys::napi_set_element(env, objects, i as u32, value))?;
-        }
-        napi_ok(sys::napi_create_array_with_length(env, 3, &mut received))?;
-        napi_ok(sys::napi_set_element(env, received, 0, typed))?;
-        napi_ok(sys::napi_set_element(env, received, 1, objects))?;
-        napi_ok(sys::napi_set_element(env, received, 2, slab))?;
-    }
-    Ok(received)
+/// What one read hands to JS: the tape as a Float64Array, its objects as an Array (undefined
+/// when there are none) and the read's content slab.
+pub(super) struct HandedOver {
+    pub tape: sys::napi_value,
+    pub objects: sys::napi_value,
+    pub slab: sys::napi_value,
+    /// The tape is the spare one given, written again.
+    pub reused: bool,
 }
 
-/// `[tape, objects, slab]` for what `core` last received: its events, taken onto the tape by
-/// the connection's serializer, counting the bytes they copy.
-pub(super) fn hand_over_received(env: sys::napi_env, core: &mut Connection, serializer: &mut Serializer) -> Result<sys::napi_value> {
+impl HandedOver {
+    /// `[tape, objects, slab]`, for the calls that return what they parsed.
+    pub fn into_array(self, env: sys::napi_env) -> Result<sys::napi_value> {
+        let mut received = ptr::null_mut();
+        // SAFETY: env is live; all handles belong to the current call.
+        unsafe {
+            napi_ok(sys::napi_create_array_with_length(env, 3, &mut received))?;
+            for (i, value) in [self.tape, self.objects, self.slab].into_iter().enumerate() {
+                napi_ok(sys::napi_set_element(env, received, i as u32, value))?;
+            }
+        }
+        Ok(received)
+    }
+}
+
+/// A new tape has room for this many slots at least, and a power of two: reused from read to
+/// read, it soon fits every read.
+const MIN_TAPE_SLOTS: usize = 1024;
+
+/// Writes `tape` into `spare` (a Float64Array JS handed back) if JS is done with it and it has
+/// room; false otherwise (and for anything else given as a spare).
+fn write_into_spare(env: sys::napi_env, spare: sys::napi_value, tape: &Tape) -> bool {
+    let mut kind = sys::TypedarrayType::int8_array;
+    let (mut length, mut data, mut buffer, mut offset) = (0, ptr::null_mut(), ptr::null_mut(), 0);
+    // SAFETY: env is live; fails (and the spare is not used) if it is not a typed array.
+    let status = unsafe { sys::napi_get_typedarray_info(env, spare, &mut kind, &mut length, &mut data, &mut buffer, &mut offset) };
+    if status != sys::Status::napi_ok || kind != sys::TypedarrayType::float64_array || length < tape.total_slots().max(TAPE_END + 1) {
+        return false;
+    }
+    // SAFETY: a Float64Array's `length` f64s at `data` (aligned, as V8 lays them out), kept
+    // alive by the `spare` handle of this call; no JS runs while the slice is in use.
+    let slots = unsafe { std::slice::from_raw_parts_mut(data.cast::<f64>(), length) };
+    if slots[TAPE_HELD] != 0.0 {
+        return false;
+    }
+    tape.write_slots(slots);
+    true
+}
+
+/// The tape as a Float64Array: written into `spare` when JS is done with it and it has room,
+/// else into a new one. True when the spare was used.
+fn tape_array(env: sys::napi_env, tape: &Tape, spare: Option<sys::napi_value>) -> Result<(sys::napi_value, bool)> {
+    if let Some(spare) = spare.filter(|&spare| write_into_spare(env, spare, tape)) {
+        return Ok((spare, true));
+    }
+    let capacity = tape.total_slots().next_power_of_two().max(MIN_TAPE_SLOTS);
+    let (mut array_buffer, mut data, mut typed) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+    // SAFETY: env is live; `data` receives a fresh JS-owned store of `capacity` f64s (8-byte
+    // aligned, as V8 allocates array buffers) that `write_slots` begins with.
+    unsafe {
+        napi_ok(sys::napi_create_arraybuffer(env, capacity * 8, &mut data, &mut array_buffer))?;
+        tape.write_slots(std::slice::from_raw_parts_mut(data.cast::<f64>(), capacity));
+        napi_ok(sys::napi_create_typedarray(env, sys::TypedarrayType::float64_array, capacity, array_buffer, 0, &mut typed))?;
+    }
+    Ok((typed, false))
+}
+
+/// Hands `tape` to JS: its slots into `spare` or a new Float64Array, its objects as an Array,
+/// and the read's content slab.
+pub(super) fn hand_over(env: sys::napi_env, tape: &mut Tape, source: &[u8], spare: Option<sys::napi_value>) -> Result<HandedOver> {
+    let (typed, reused) = tape_array(env, tape, spare)?;
+    let slab = content_slab(env, tape, source)?;
+    let mut objects = ptr::null_mut();
+    // SAFETY: env is live; all handles are created in this call.
+    unsafe {
+        if tape.objects.is_empty() {
+            napi_ok(sys::napi_get_undefined(env, &mut objects))?;
+        } else {
+            napi_ok(sys::napi_create_array_with_length(env, tape.objects.len(), &mut objects))?;
+            for (i, obj) in tape.objects.drain(..).enumerate() {
+                let value = js_object(env, obj, source)?;
+                napi_ok(sys::napi_set_element(env, objects, i as u32, value))?;
+            }
+        }
+    }
+    Ok(HandedOver { tape: typed, objects, slab, reused })
+}
+
+/// What `core` last received, handed to JS: its events, taken onto the tape by the
+/// connection's serializer (counting the bytes they copy), into `spare` when JS is done with it.
+pub(super) fn hand_over_received(
+    env: sys::napi_env,
+    core: &mut Connection,
+    serializer: &mut Serializer,
+    spare: Option<sys::napi_value>,
+) -> Result<HandedOver> {
     serializer.serialize_read(core);
     core.bytes_copied += bytes_to_copy(&serializer.tape);
-    hand_over(env, &mut serializer.tape, core.read_buffer())
+    hand_over(env, &mut serializer.tape, core.read_buffer(), spare)
 }
-

@@ -257,15 +257,17 @@ unsafe extern "C" fn send_acknowledgement(env: sys::napi_env, info: sys::napi_ca
     })
 }
 
-/// `receive(handle, chunk)`: parses what a stream transport read; `[tape, objects, slab]`
-/// for every complete frame.
+/// `receive(handle, chunk, spare)`: parses what a stream transport read; `[tape, objects,
+/// slab]` for every complete frame, the tape written into `spare` (the last tape this returned)
+/// when JS is done with it.
 unsafe extern "C" fn receive(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     guarded(env, || {
-        let call = Call::<2>::new(env, info)?;
+        let call = Call::<3>::new(env, info)?;
         let chunk = call.bytes(1)?;
+        let spare = call.args[2];
         let connection = call.connection(0)?;
         connection.core.receive(chunk);
-        hand_over_received(env, &mut connection.core, &mut connection.serializer)
+        hand_over_received(env, &mut connection.core, &mut connection.serializer, Some(spare))?.into_array(env)
     })
 }
 

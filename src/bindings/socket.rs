@@ -3,7 +3,7 @@
 //! the driver's steps: each read's events go to JS in one call (`napi_make_callback`, which
 //! also runs the microtasks that call queues), then whatever JS queued in reply is written,
 //! before the callback returns to the loop. JS learns of the socket's life through one
-//! callback, `onEvent(kind, a, b)`. Built only where `build.rs` sets `native_socket`.
+//! callback, `onEvent(kind, a, b, c)`. Built only where `build.rs` sets `native_socket`.
 
 use super::errors::{napi_ok, thrown, JsError};
 use super::handover::{hand_over_received, js_string};
@@ -27,6 +27,35 @@ pub(super) struct SocketState {
     connection: sys::napi_ref,
     callback: sys::napi_ref,
     async_context: sys::napi_async_context,
+    /// The last tape handed to JS, written again by a later read once JS is done with it
+    /// (null before the first read).
+    spare_tape: sys::napi_ref,
+}
+
+impl SocketState {
+    fn spare_tape(&self, env: sys::napi_env) -> Option<sys::napi_value> {
+        if self.spare_tape.is_null() {
+            return None;
+        }
+        let mut tape = ptr::null_mut();
+        // SAFETY: the reference was made in this env and is live until close_socket.
+        unsafe { sys::napi_get_reference_value(env, self.spare_tape, &mut tape) };
+        Some(tape)
+    }
+
+    /// Makes `tape` (just handed over, new) the spare for later reads.
+    fn keep_tape(&mut self, env: sys::napi_env, tape: sys::napi_value) -> std::result::Result<(), JsError> {
+        let mut kept = ptr::null_mut();
+        // SAFETY: env is live on this thread; the old reference (if any) is ours to delete.
+        unsafe {
+            napi_ok(sys::napi_create_reference(env, tape, 1, &mut kept))?;
+            if !self.spare_tape.is_null() {
+                sys::napi_delete_reference(env, self.spare_tape);
+            }
+        }
+        self.spare_tape = kept;
+        Ok(())
+    }
 }
 
 /// Arguments of an event callback, made inside the handle scope of the call.
@@ -81,6 +110,9 @@ impl NativeConnection {
         unsafe {
             sys::napi_delete_reference(state.env, state.connection);
             sys::napi_delete_reference(state.env, state.callback);
+            if !state.spare_tape.is_null() {
+                sys::napi_delete_reference(state.env, state.spare_tape);
+            }
             sys::napi_async_destroy(state.env, state.async_context);
         }
     }
@@ -124,7 +156,15 @@ fn event_values(env: sys::napi_env, this: &mut NativeConnection, kind: SocketEve
     let mut values = vec![kind_value];
     match args {
         EventArgs::None => {}
-        EventArgs::Data => values.push(hand_over_received(env, &mut this.core, &mut this.serializer)?),
+        EventArgs::Data => {
+            let NativeConnection { core, serializer, socket } = this;
+            let Some(state) = socket.as_deref_mut() else { return Err(JsError::plain("The socket is closed")) };
+            let handed = hand_over_received(env, core, serializer, state.spare_tape(env))?;
+            if !handed.reused {
+                state.keep_tape(env, handed.tape)?;
+            }
+            values.extend([handed.tape, handed.objects, handed.slab]);
+        }
         EventArgs::Error { errno, syscall } => {
             let mut errno_value = ptr::null_mut();
             // SAFETY: env is live on this thread.
@@ -244,7 +284,7 @@ impl NativeConnection {
             }
             return Err(thrown(e));
         }
-        self.socket = Some(Box::new(SocketState { driver, env: raw_env, connection, callback, async_context: context }));
+        self.socket = Some(Box::new(SocketState { driver, env: raw_env, connection, callback, async_context: context, spare_tape: ptr::null_mut() }));
         // A worker (or the process) may end with the connection open: close the socket then,
         // so the poll handle neither leaks nor keeps the worker's loop alive.
         // SAFETY: `self` stays valid until close_socket, which removes the hook first.
