@@ -3,9 +3,11 @@
 // header + body frames (1 KB bodies, some with headers tables), cut into 64 KB chunks, is
 // read by a library's Connection (its own parser: `recvFrame`) and the frames put together
 // into { fields, properties, content } by the same few lines for both libraries. The channel
-// is opened first (channel.open-ok), as a client's is before deliveries.
+// is opened first (channel.open-ok), as a client's is before deliveries. Given a chunk size,
+// the run is cut into chunks of that many bytes instead: 1200 gives about one message per
+// read, as a consumer at a broker's pace reads them, so that what each read costs shows.
 //
-//   node benchmarks/parse.js <amqplib|ours>     one library, in this process
+//   node benchmarks/parse.js <amqplib|ours> [chunk bytes]     one library, in this process
 
 const { Duplex } = require('node:stream');
 const { load, deliveryTemplates, DeliveryStream, Meter, report, deadline, M, method } = require('./lib');
@@ -14,11 +16,15 @@ const MESSAGES = 20000; // per pass
 const WARMUP_PASSES = 3;
 const PASSES = 5;
 
-function chunks() {
+function chunks(chunkBytes) {
   const source = new DeliveryStream(deliveryTemplates(1024), MESSAGES);
   const out = [];
   for (let c = source.nextChunk(); c !== null; c = source.nextChunk()) out.push(c);
-  return out;
+  if (!chunkBytes) return out;
+  const run = Buffer.concat(out);
+  const cut = [];
+  for (let at = 0; at < run.length; at += chunkBytes) cut.push(Buffer.from(run.subarray(at, at + chunkBytes)));
+  return cut;
 }
 
 // Feeds every chunk as one read and assembles the messages; returns how many it made.
@@ -54,7 +60,7 @@ function pass(connection, stream, input) {
 async function main() {
   const lib = load(process.argv[2]);
   deadline(60000, `parse ${lib.name}`);
-  const input = chunks();
+  const input = chunks(Number(process.argv[3]) || 0);
   const stream = new Duplex({ read() {}, write: (_c, _e, cb) => cb() });
   const connection = new (lib.Connection())(stream);
   connection.frameMax = 131072;

@@ -30,7 +30,7 @@ const BROKER_SIZES = ['100', '1k', '64k', '448k'];
 const BENCHMARKS = {
   parse: {
     script: 'parse.js',
-    scenarios: [['parse.1k', []]],
+    scenarios: [['parse.1k', []], ['parse.1k.small-reads', ['1200']]],
     columns: [['ns/msg', 'nsPerMessage', 0], ['heap B/msg', 'heapBytes', 0], ['GC/1k', 'gcPer1k', 2],
       ['GC µs', 'gcUs', 3], ['peak MB', 'peakMB', 0]],
   },
