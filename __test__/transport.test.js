@@ -73,6 +73,47 @@ describe('native TCP transport', { skip: !nativeSocketServes && 'amqp:// takes t
     await conn.close();
   });
 
+  it("writes each read into the tape JS released, while every message arrives whole", async () => {
+    const { NativeSocket } = require('../lib/native_socket');
+    const { SOCKET_DATA, TAPE_HELD } = require('../lib/boundary');
+    const tapes = new Map(); // tape -> reads it carried
+    let heldAtHandOver = 0;
+    const onEvent = NativeSocket.prototype.onEvent;
+    NativeSocket.prototype.onEvent = function spy(kind, tape, objects, slab) {
+      if (kind === SOCKET_DATA) {
+        tapes.set(tape, (tapes.get(tape) || 0) + 1);
+        heldAtHandOver += tape[TAPE_HELD];
+      }
+      return onEvent.call(this, kind, tape, objects, slab);
+    };
+    let conn;
+    try {
+      conn = await amqp.connect(BROKER_URL);
+    } finally {
+      NativeSocket.prototype.onEvent = onEvent; // bound by the socket when it was made
+    }
+    const ch = await conn.createChannel();
+    const { queue } = await ch.assertQueue('', { exclusive: true });
+    await ch.prefetch(1);
+    const bodies = Array.from({ length: 60 }, (_, i) => Buffer.from(`body ${i} `.repeat(i + 1)));
+    const received = [];
+    const all = new Promise((resolve) => {
+      ch.consume(queue, (msg) => {
+        received.push(msg);
+        ch.ack(msg);
+        if (received.length === bodies.length) resolve();
+      });
+    });
+    for (const body of bodies) ch.sendToQueue(queue, body, { headers: { n: received.length } });
+    await all;
+    received.forEach((msg, i) => assert.ok(msg.content.equals(bodies[i]), `message ${i} intact`));
+    const reads = [...tapes.values()].reduce((a, b) => a + b, 0);
+    assert.ok(reads >= bodies.length, `${reads} reads: with prefetch 1, a delivery or more per read`);
+    assert.ok(tapes.size <= 3, `${tapes.size} tapes for ${reads} reads`);
+    assert.strictEqual(heldAtHandOver, reads, 'every tape is held by JS when handed over');
+    await conn.close();
+  });
+
   it('an ack leaves before the read that brought the delivery returns', async () => {
     const conn = await amqp.connect(BROKER_URL);
     const ch = await conn.createChannel();

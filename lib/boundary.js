@@ -71,7 +71,7 @@ const CHANNEL_ERROR_TEXT = 4;
 const CHANNEL_ERROR_METHOD = 5;
 // Connected.
 const SOCKET_CONNECT = 1;
-// A read was parsed: `a` is what `receive` returns.
+// A read was parsed: `a` is its tape, `b` its objects (undefined when none), `c` its content slab.
 const SOCKET_DATA = 2;
 // Output that had to wait is all written.
 const SOCKET_DRAIN = 3;

@@ -29,8 +29,9 @@ class Incoming {
     this.tape = EMPTY_TAPE;
     this.next = 0;
     this.end = 0;
-    // The last tape the native side handed over: given back to it with each stream chunk
-    // (the native socket keeps its own), to be written again once it is released.
+    // The last tape the native side handed over for a stream chunk, given back with the next
+    // one to be written again once released (the native socket keeps its own). Like the
+    // socket's, it is as long as the longest read has needed, and kept while the connection is.
     this.spare = undefined;
     // The one frame object the connection's dispatch is given for every whole message (see
     // nextFrame).
@@ -50,11 +51,13 @@ class Incoming {
       const input = this.stream.read();
       if (input === null) return false;
       this.readSinceLastCheck = true;
-      const received = this.parsedAsRead ? input : native.receive(this.handle, input, this.spare);
-      const tape = received[0];
-      this.tape = this.spare = tape;
-      this.end = tape[TAPE_END];
-      this.next = this.reader.load(tape, received[1], received[2]);
+      if (this.parsedAsRead) {
+        this.loadTape(input, this.stream.objects, this.stream.slab);
+      } else {
+        const received = native.receive(this.handle, input, this.spare);
+        this.spare = received[0];
+        this.loadTape(received[0], received[1], received[2]);
+      }
     }
     const i = this.next;
     this.next += this.tape[i + EVENT_LENGTH];
@@ -63,8 +66,15 @@ class Incoming {
     return frame;
   }
 
+  loadTape(tape, objects, slab) {
+    this.tape = tape;
+    this.end = tape[TAPE_END];
+    this.next = this.reader.load(tape, objects, slab);
+  }
+
   // Every event of the tape has been decoded (frames keep nothing of it): the native side may
-  // write a later read into it. Released once: the tape may be written again straight away.
+  // write a later read into it. Only this once: the tape is let go of, since it may be written
+  // again straight away.
   releaseTape() {
     this.tape[TAPE_HELD] = 0;
     this.tape = EMPTY_TAPE;

@@ -35,6 +35,9 @@ class NativeSocket extends EventEmitter {
     // The handle the per-message and per-read native calls take (src/bindings/hot.rs).
     this.handle = this.session.handle();
     this.received = [];
+    // What the last read() took besides its tape.
+    this.objects = undefined;
+    this.slab = undefined;
     this.open = false;
     this.destroyed = false;
     this.timeout = null;
@@ -106,7 +109,7 @@ class NativeSocket extends EventEmitter {
         break;
       case SOCKET_DATA:
         this.touch();
-        this.received.push([a, b, c]); // tape, objects, slab
+        this.received.push(a, b, c); // tape, objects, slab
         this.emit('readable');
         break;
       case SOCKET_DRAIN:
@@ -134,9 +137,15 @@ class NativeSocket extends EventEmitter {
     return this.destroyed ? 0 : this.session.socketBytesRead;
   }
 
-  // The parsed events of the next read, or null.
+  // The tape of the next read, or null; its objects and slab are then `objects` and `slab`
+  // (the queue holds the three one after the other, so that a read costs no array).
   read() {
-    return this.received.length > 0 ? this.received.shift() : null;
+    const queue = this.received;
+    if (queue.length === 0) return null;
+    const tape = queue.shift();
+    this.objects = queue.shift();
+    this.slab = queue.shift();
+    return tape;
   }
 
   // Writes what the session has queued. False when the rest must wait ('drain' follows).

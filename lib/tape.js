@@ -1,6 +1,6 @@
 'use strict';
 // Reads the event tape the native core hands over for each read (see src/tape.rs): a
-// Float64Array of slots and an array of objects, turned into frames by the generated
+// Float64Array of slots and an array of objects (none: undefined), turned into frames by the generated
 // readers of lib/spec.js. Interned strings arrive once and are kept here by id.
 
 const { readers, propertyReaders } = require('./spec');

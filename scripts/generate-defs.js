@@ -223,10 +223,10 @@ const TAPE_EVENTS = [
   },
   { name: 'heartbeat', kind: 8, doc: 'A heartbeat frame.', slots: [] },
 ];
-// What the native socket tells JS through its one callback, `onEvent(kind, a, b)`.
+// What the native socket tells JS through its one callback, `onEvent(kind, a, b, c)`.
 const SOCKET_EVENTS = [
   ['connect', 1, 'Connected.'],
-  ['data', 2, 'A read was parsed: `a` is what `receive` returns.'],
+  ['data', 2, 'A read was parsed: `a` is its tape, `b` its objects (undefined when none), `c` its content slab.'],
   ['drain', 3, 'Output that had to wait is all written.'],
   ['end', 4, 'The peer ended the stream.'],
   ['error', 5, '`a` is the errno, `b` the system call.'],

@@ -81,7 +81,7 @@ pub const CHANNEL_ERROR_METHOD: usize = 5;
 pub enum SocketEvent {
     /// Connected.
     Connect = 1,
-    /// A read was parsed: `a` is what `receive` returns.
+    /// A read was parsed: `a` is its tape, `b` its objects (undefined when none), `c` its content slab.
     Data = 2,
     /// Output that had to wait is all written.
     Drain = 3,

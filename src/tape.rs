@@ -22,7 +22,7 @@
 //! Small bodies that arrived in one frame are not objects of their own: they are copied, in
 //! order, into one ArrayBuffer per read (the read's content slab), and their event holds the
 //! `offset, length` of each in it. Each message's content is then a view of exactly its size
-//! into that Buffer, made in JS: one allocation per read instead of one per message (the
+//! into that ArrayBuffer, made in JS: one allocation per read instead of one per message (the
 //! cost that dominated receiving small messages), as Node pools its own small Buffers. What
 //! a retained message keeps alive is bounded by what one read brought.
 

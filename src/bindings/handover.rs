@@ -92,11 +92,16 @@ fn content_slab(env: sys::napi_env, tape: &Tape, source: &[u8]) -> Result<sys::n
         return Ok(out);
     }
     let mut data = ptr::null_mut();
-    // SAFETY: env is live; `data` receives a fresh store of `pooled_bytes` bytes, which the
-    // ranges (each within `source`, together exactly that many bytes) fill completely.
+    let bytes = tape.pooled_bytes();
+    // SAFETY: env is live; `data` receives a fresh store of `bytes` bytes, which the ranges
+    // (each within `source`, together exactly that many bytes) fill completely. Empty bodies
+    // alone make an empty slab, whose data pointer may be null: no slice of it is made.
     unsafe {
-        napi_ok(sys::napi_create_arraybuffer(env, tape.pooled_bytes(), &mut data, &mut out))?;
-        let slab = std::slice::from_raw_parts_mut(data.cast::<u8>(), tape.pooled_bytes());
+        napi_ok(sys::napi_create_arraybuffer(env, bytes, &mut data, &mut out))?;
+        if bytes == 0 {
+            return Ok(out);
+        }
+        let slab = std::slice::from_raw_parts_mut(data.cast::<u8>(), bytes);
         let mut at = 0;
         for &(start, len) in &tape.pooled {
             slab[at..at + len].copy_from_slice(&source[start..start + len]);
@@ -161,7 +166,10 @@ fn tape_array(env: sys::napi_env, tape: &Tape, spare: Option<sys::napi_value>) -
     if let Some(spare) = spare.filter(|&spare| write_into_spare(env, spare, tape)) {
         return Ok((spare, true));
     }
-    let capacity = tape.total_slots().next_power_of_two().max(MIN_TAPE_SLOTS);
+    // Room to be reused where a spare will be given back (a connection's reads); exactly the
+    // slots otherwise (the codec's one-off decodes).
+    let needed = tape.total_slots();
+    let capacity = if spare.is_some() { needed.next_power_of_two().max(MIN_TAPE_SLOTS) } else { needed };
     let (mut array_buffer, mut data, mut typed) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
     // SAFETY: env is live; `data` receives a fresh JS-owned store of `capacity` f64s (8-byte
     // aligned, as V8 allocates array buffers) that `write_slots` begins with.

@@ -43,18 +43,20 @@ impl SocketState {
         Some(tape)
     }
 
-    /// Makes `tape` (just handed over, new) the spare for later reads.
-    fn keep_tape(&mut self, env: sys::napi_env, tape: sys::napi_value) -> std::result::Result<(), JsError> {
+    /// Makes `tape` (just handed over, new) the spare for later reads. Should that fail, the
+    /// old spare stays: it only costs a later read a new tape, and this read goes to JS.
+    fn keep_tape(&mut self, env: sys::napi_env, tape: sys::napi_value) {
         let mut kept = ptr::null_mut();
         // SAFETY: env is live on this thread; the old reference (if any) is ours to delete.
         unsafe {
-            napi_ok(sys::napi_create_reference(env, tape, 1, &mut kept))?;
+            if sys::napi_create_reference(env, tape, 1, &mut kept) != sys::Status::napi_ok {
+                return;
+            }
             if !self.spare_tape.is_null() {
                 sys::napi_delete_reference(env, self.spare_tape);
             }
         }
         self.spare_tape = kept;
-        Ok(())
     }
 }
 
@@ -161,7 +163,7 @@ fn event_values(env: sys::napi_env, this: &mut NativeConnection, kind: SocketEve
             let Some(state) = socket.as_deref_mut() else { return Err(JsError::plain("The socket is closed")) };
             let handed = hand_over_received(env, core, serializer, state.spare_tape(env))?;
             if !handed.reused {
-                state.keep_tape(env, handed.tape)?;
+                state.keep_tape(env, handed.tape);
             }
             values.extend([handed.tape, handed.objects, handed.slab]);
         }
