@@ -117,7 +117,8 @@ pub(super) struct HandedOver {
     pub tape: sys::napi_value,
     pub objects: sys::napi_value,
     pub slab: sys::napi_value,
-    /// The tape is the spare one given, written again.
+    /// The tape is the spare one given, written again (the native socket keeps a new one).
+    #[cfg_attr(not(native_socket), allow(dead_code))]
     pub reused: bool,
 }
 
