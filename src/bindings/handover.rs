@@ -38,8 +38,9 @@ fn content_buffer(env: sys::napi_env, content: Vec<u8>) -> Result<sys::napi_valu
         sys::napi_create_external_buffer(env, len, data.cast(), Some(drop_content), hint.cast(), &mut out)
     };
     if status == sys::Status::napi_ok {
-        // Tell V8 about memory it cannot see, so that it collects these Buffers as promptly
-        // as its own; the finalizer takes the amount back.
+        // V8 counts the Buffer's memory once; counting it again makes V8 collect when half as
+        // many bodies have piled up: a lower peak for more collections (benchmarks/RESULTS.md,
+        // "Large messages", measures the trade). The finalizer takes the amount back.
         let mut total = 0;
         // SAFETY: env is live on this thread.
         unsafe { sys::napi_adjust_external_memory(env, capacity as i64, &mut total) };
