@@ -24,11 +24,10 @@ class Incoming {
     this.handle = handle;
     this.parsedAsRead = parsedAsRead;
     this.reader = new TapeReader();
-    // The tape being read (EMPTY_TAPE once read to its end), the slot of its next event to
-    // decode, and where its events end.
+    // The tape being read (EMPTY_TAPE once read to its end), and the slot of its next event to
+    // decode; its events end at tape[TAPE_END].
     this.tape = EMPTY_TAPE;
     this.next = 0;
-    this.end = 0;
     // The last tape the native side handed over for a stream chunk, given back with the next
     // one to be written again once released (the native socket keeps its own). Like the
     // socket's, it is as long as the longest read has needed, and kept while the connection is.
@@ -46,7 +45,7 @@ class Incoming {
   // is done with a frame when accept returns (Channel#handOver keeps a message object of its
   // own), so it need not make one per message.
   nextFrame(forDispatch = false) {
-    while (this.next >= this.end) {
+    while (this.next >= this.tape[TAPE_END]) {
       this.releaseTape();
       const input = this.stream.read();
       if (input === null) return false;
@@ -68,7 +67,6 @@ class Incoming {
 
   loadTape(tape, objects, slab) {
     this.tape = tape;
-    this.end = tape[TAPE_END];
     this.next = this.reader.load(tape, objects, slab);
   }
 
@@ -135,7 +133,7 @@ class Incoming {
   }
 }
 
-// Before the first read, and once a read's tape is released.
+// Before the first read, and once a read's tape is released: no events (its end is 0).
 const EMPTY_TAPE = new Float64Array(TAPE_END + 1);
 
 // A frame for a whole message, filled in by decode (one shape for all of them).

@@ -6,7 +6,7 @@
 use super::errors::{napi_ok, JsError};
 use crate::connection::Connection;
 use crate::serializer::Serializer;
-use crate::boundary::{TAPE_END, TAPE_HELD};
+use crate::boundary::TAPE_HELD;
 use crate::tape::{Obj, Tape};
 use napi::sys;
 use std::ptr;
@@ -149,11 +149,12 @@ fn write_into_spare(env: sys::napi_env, spare: sys::napi_value, tape: &Tape) -> 
     let (mut length, mut data, mut buffer, mut offset) = (0, ptr::null_mut(), ptr::null_mut(), 0);
     // SAFETY: env is live; fails (and the spare is not used) if it is not a typed array.
     let status = unsafe { sys::napi_get_typedarray_info(env, spare, &mut kind, &mut length, &mut data, &mut buffer, &mut offset) };
-    if status != sys::Status::napi_ok || kind != sys::TypedarrayType::float64_array || length < tape.total_slots().max(TAPE_END + 1) {
+    if status != sys::Status::napi_ok || kind != sys::TypedarrayType::float64_array || length < tape.total_slots() {
         return false;
     }
     // SAFETY: a Float64Array's `length` f64s at `data` (aligned, as V8 lays them out), kept
-    // alive by the `spare` handle of this call; no JS runs while the slice is in use.
+    // alive by the `spare` handle of this call; no JS runs while the slice is in use. `length`
+    // covers the header (`total_slots` counts it), so `TAPE_HELD` is in it.
     let slots = unsafe { std::slice::from_raw_parts_mut(data.cast::<f64>(), length) };
     if slots[TAPE_HELD] != 0.0 {
         return false;
