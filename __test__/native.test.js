@@ -75,6 +75,31 @@ describe('native addon', () => {
     }
   });
 
+  it('tells glibc from musl by the memory map, and agrees with the diagnostic report here', () => {
+    const { libcInMaps, runsOnGlibc } = require('../lib/platform');
+    const line = (file) => `7f5a2c400000-7f5a2c426000 r--p 00000000 fe:00 326279                     ${file}\n`;
+    assert.strictEqual(libcInMaps(line('/usr/lib/x86_64-linux-gnu/libc.so.6') + line('[heap]')), 'glibc');
+    assert.strictEqual(libcInMaps(line('/lib/ld-musl-x86_64.so.1')), 'musl');
+    assert.strictEqual(libcInMaps(line('/usr/lib/libc.musl-aarch64.so.1')), 'musl');
+    assert.strictEqual(libcInMaps(line('/usr/bin/node') + line('[vdso]')), null, 'a static build shows neither');
+    assert.strictEqual(libcInMaps(line('/opt/libc.so.6.backup')), null, 'only the library itself counts');
+    if (process.platform === 'linux') {
+      assert.strictEqual(runsOnGlibc(), !!process.report.getReport().header.glibcVersionRuntime);
+    }
+  });
+
+  it('loads node:tls only for the first amqps:// connection', () => {
+    const script = `
+      const api = require(process.argv[1]);
+      const loaded = () => process.moduleLoadList.includes('NativeModule tls');
+      const before = loaded();
+      // A closed port: the connection fails, but the transport has been chosen by then.
+      api.connect('amqps://127.0.0.1:1').catch(() => console.log(JSON.stringify([before, loaded()])));`;
+    const [before, after] = JSON.parse(execFileSync(process.execPath, ['-e', script, root], { encoding: 'utf8' }));
+    assert.strictEqual(before, false, 'requiring the package does not load node:tls');
+    assert.strictEqual(after, true, 'an amqps:// connection does');
+  });
+
   it('AMQPLIB_RS_ADDON chooses the build to load, and one that is missing is named', () => {
     const load = (addon) => spawnSync(process.execPath, ['-e', 'require(process.argv[1]).connect', root], {
       env: { ...process.env, AMQPLIB_RS_ADDON: addon },

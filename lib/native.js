@@ -7,10 +7,10 @@
 
 const path = require('node:path');
 
-const { platformSuffix } = require('./platform');
+const { platformSuffix, runsOnGlibc } = require('./platform');
 
 function load() {
-  const glibc = process.platform === 'linux' && !!process.report?.getReport?.().header?.glibcVersionRuntime;
+  const glibc = process.platform === 'linux' && runsOnGlibc();
   const suffix = platformSuffix(process.platform, process.arch, glibc);
   const chosen = process.env.AMQPLIB_RS_ADDON;
   const candidates = chosen ? [path.resolve(chosen)] : [
