@@ -8,9 +8,11 @@
 
 const native = require('./native');
 const defs = require('./defs');
+const spec = require('./spec');
 
-const presence = require('./spec').propertyPresence[defs.BasicProperties];
-const PROPERTY_NAMES = defs.info(defs.BasicProperties).args.map((arg) => arg.name);
+const presence = spec.propertyPresence[defs.BasicProperties];
+const propertyValues = spec.propertyValues[defs.BasicProperties];
+const propertiesMatch = spec.propertiesMatch[defs.BasicProperties];
 
 // publish and sendToQueue report false once this much is waiting to be written...
 const WRITE_LIMIT = 4 * 1024 * 1024;
@@ -181,11 +183,12 @@ function acknowledgementFlags(method, fields) {
 // hold an object whose encoding cannot be checked cheaply (only tables of primitive values
 // can, such as a headers object reused from publish to publish).
 function publishSnapshot(fields, props) {
-  const values = new Array(PROPERTY_NAMES.length);
-  for (let i = 0; i < PROPERTY_NAMES.length; i++) {
-    const value = props[PROPERTY_NAMES[i]];
-    values[i] = value !== null && typeof value === 'object' ? TableSnapshot.of(value) : value;
-    if (values[i] === null && value !== null) return null;
+  const values = propertyValues(props);
+  for (let i = 0; i < values.length; i++) {
+    const value = values[i];
+    if (value === null || typeof value !== 'object') continue;
+    values[i] = TableSnapshot.of(value);
+    if (values[i] === null) return null;
   }
   return { exchange: fields.exchange, routingKey: fields.routingKey, mandatory: !!fields.mandatory, immediate: !!fields.immediate, values };
 }
@@ -194,13 +197,12 @@ function samePublish(last, fields, props) {
   if (last === null || last === undefined) return false;
   if (fields.exchange !== last.exchange || fields.routingKey !== last.routingKey) return false;
   if (!!fields.mandatory !== last.mandatory || !!fields.immediate !== last.immediate) return false;
-  const values = last.values;
-  for (let i = 0; i < PROPERTY_NAMES.length; i++) {
-    const value = props[PROPERTY_NAMES[i]];
-    const was = values[i];
-    if (value !== was && !(was instanceof TableSnapshot && was.matches(value))) return false;
-  }
-  return true;
+  return propertiesMatch(props, last.values, sameProperty);
+}
+
+// Whether a property encodes as it did when kept: the same value, or a table its snapshot matches.
+function sameProperty(value, kept) {
+  return value === kept || (kept instanceof TableSnapshot && kept.matches(value));
 }
 
 // What a table's encoding depends on: the same object, with the same keys in the same order

@@ -213,4 +213,17 @@ const propertyPresence = {
   60: (p) => (p.contentType != null ? 32768 : 0) | (p.contentEncoding != null ? 16384 : 0) | (p.headers != null ? 8192 : 0) | (p.deliveryMode != null ? 4096 : 0) | (p.priority != null ? 2048 : 0) | (p.correlationId != null ? 1024 : 0) | (p.replyTo != null ? 512 : 0) | (p.expiration != null ? 256 : 0) | (p.messageId != null ? 128 : 0) | (p.timestamp != null ? 64 : 0) | (p.type != null ? 32 : 0) | (p.userId != null ? 16 : 0) | (p.appId != null ? 8 : 0) | (p.clusterId != null ? 4 : 0),
 };
 
-module.exports = { constants, constant_strs, methods, properties, readers, propertyReaders, propertyPresence };
+// The properties by name, in their order: as an array of their values, and compared with
+// such an array by `same(value, kept)`. Loads by name stay fast where a loop over the names
+// (one load site, a different key each time) would make the load megamorphic.
+const propertyValues = {
+  60: (p) => [p.contentType, p.contentEncoding, p.headers, p.deliveryMode, p.priority, p.correlationId, p.replyTo, p.expiration, p.messageId, p.timestamp, p.type, p.userId, p.appId, p.clusterId],
+};
+
+const propertiesMatch = {
+  60: (p, v, same) => same(p.contentType, v[0]) && same(p.contentEncoding, v[1]) && same(p.headers, v[2]) && same(p.deliveryMode, v[3]) && same(p.priority, v[4]) && same(p.correlationId, v[5]) && same(p.replyTo, v[6]) && same(p.expiration, v[7]) && same(p.messageId, v[8]) && same(p.timestamp, v[9]) && same(p.type, v[10]) && same(p.userId, v[11]) && same(p.appId, v[12]) && same(p.clusterId, v[13]),
+};
+
+module.exports = {
+  constants, constant_strs, methods, properties, readers, propertyReaders, propertyPresence, propertyValues, propertiesMatch,
+};

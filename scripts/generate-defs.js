@@ -171,7 +171,23 @@ function js() {
     out.push(`  ${p.id}: (p) => ${terms.join(' | ')},`);
   }
   out.push('};', '');
-  out.push('module.exports = { constants, constant_strs, methods, properties, readers, propertyReaders, propertyPresence };', '');
+  out.push('// The properties by name, in their order: as an array of their values, and compared with');
+  out.push('// such an array by `same(value, kept)`. Loads by name stay fast where a loop over the names');
+  out.push('// (one load site, a different key each time) would make the load megamorphic.');
+  out.push('const propertyValues = {');
+  for (const p of properties) {
+    out.push(`  ${p.id}: (p) => [${p.args.map((a) => `p.${a.name}`).join(', ')}],`);
+  }
+  out.push('};', '');
+  out.push('const propertiesMatch = {');
+  for (const p of properties) {
+    const terms = p.args.map((a, n) => `same(p.${a.name}, v[${n}])`);
+    out.push(`  ${p.id}: (p, v, same) => ${terms.join(' && ')},`);
+  }
+  out.push('};', '');
+  out.push('module.exports = {');
+  out.push('  constants, constant_strs, methods, properties, readers, propertyReaders, propertyPresence, propertyValues, propertiesMatch,');
+  out.push('};', '');
   return out.join('\n');
 }
 
