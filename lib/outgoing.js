@@ -6,6 +6,8 @@
 // (publish and sendToQueue return it); once one has said no, every channel gets 'drain' when
 // more may follow again.
 
+// Buffer from node:buffer: the global one is a getter, run at each use (once per message here).
+const { Buffer } = require('node:buffer');
 const native = require('./native');
 const defs = require('./defs');
 const spec = require('./spec');

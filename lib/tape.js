@@ -3,6 +3,8 @@
 // Float64Array of slots and an array of objects (none: undefined), turned into frames by the generated
 // readers of lib/spec.js. Interned strings arrive once and are kept here by id.
 
+// Buffer from node:buffer: the global one is a getter, run at each use (once per message here).
+const { Buffer } = require('node:buffer');
 const { readers, propertyReaders } = require('./spec');
 
 const {
