@@ -281,3 +281,55 @@ describe('waitForConfirms after a close with unconfirmed publishes (amqplib 2.2.
     for (const notAFunction of [undefined, null, 'cb', {}]) assert.throws(() => ch.waitForConfirms(notAFunction), TypeError);
   });
 });
+
+// The channel's record of unconfirmed publishes, driven by the same acks and nacks as amqplib
+// 2.3.1's: single ones in and out of order, repeated, multiple ones over gaps, and the close.
+describe('confirm bookkeeping against amqplib 2.3.1', () => {
+  const { Channel: OurChannel } = require(path.join(ROOT, 'lib', 'channel.js'));
+  const { Channel: TheirChannel } = require(path.join(path.dirname(require.resolve('amqplib-latest')), 'lib', 'channel.js'));
+
+  // A seeded generator, so that a failing sequence can be run again.
+  function generator(seed) {
+    let s = seed;
+    return (n) => {
+      s = (s * 1103515245 + 12345) % 2147483648;
+      return s % n;
+    };
+  }
+
+  // Runs one random sequence on a channel; returns what each step left and what was called.
+  function run(ChannelClass, seed) {
+    const random = generator(seed);
+    const ch = new ChannelClass({});
+    const calls = [];
+    const trace = [];
+    let published = 0;
+    for (let step = 0; step < 400; step++) {
+      const choice = random(10);
+      if (choice < 4) {
+        for (let k = random(120); k > 0; k--) {
+          const id = ++published;
+          ch.pushConfirmCallback(id % 5 === 0 ? undefined : (err) => calls.push([id, err ? err.message : null]));
+        }
+      } else {
+        // Tags from just below the window to just past it: repeats and the unknown included.
+        const tag = ch.lwm - 2 + random(ch.unconfirmed.length + 4);
+        ch.emit(choice < 8 ? 'ack' : 'nack', { deliveryTag: tag, multiple: random(3) === 0 });
+      }
+      trace.push([ch.lwm, ch.unconfirmed.length, calls.length]);
+    }
+    ch.emit('close');
+    trace.push([ch.unconfirmed.length, ch.closedWithUnconfirmed]);
+    return { calls, trace, published };
+  }
+
+  it('calls the same callbacks in the same order, with the same window after every step', () => {
+    for (let seed = 1; seed <= 40; seed++) {
+      const ours = run(OurChannel, seed);
+      const theirs = run(TheirChannel, seed);
+      assert.ok(ours.published > 1000 && ours.calls.length > 500, `seed ${seed} exercised the window`);
+      assert.deepStrictEqual(ours.trace, theirs.trace, `seed ${seed}: the window`);
+      assert.deepStrictEqual(ours.calls, theirs.calls, `seed ${seed}: the callbacks`);
+    }
+  });
+});

@@ -23,7 +23,8 @@ const LIBS = {
 };
 
 // The pieces of one library the benchmarks use: the public API, and (brokerless only, amqplib
-// and ours) the Connection class and the promise-API model that sits on a connection.
+// and ours) the Connection class, the promise-API model that sits on a connection, and the
+// channel core beneath it.
 function load(name) {
   const root = LIBS[name];
   if (!root) throw new Error(`unknown library ${name}; expected one of ${Object.keys(LIBS)}`);
@@ -32,6 +33,7 @@ function load(name) {
     api: () => require(root),
     Connection: () => require(path.join(root, 'lib', 'connection.js')).Connection,
     ChannelModel: () => require(path.join(root, 'lib', 'channel_model.js')).ChannelModel,
+    Channel: () => require(path.join(root, 'lib', 'channel.js')).Channel,
   };
 }
 

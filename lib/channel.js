@@ -24,7 +24,7 @@ class Channel extends EventEmitter {
     this.pending = []; // RPCs waiting for it
     // Publisher confirms: callbacks of unconfirmed publishes, the first one's tag is lwm.
     this.lwm = 1;
-    this.unconfirmed = [];
+    this.unconfirmed = new ConfirmQueue();
     // Set when the channel closed with publishes unconfirmed: every waitForConfirms fails.
     this.closedWithUnconfirmed = false;
     this.on('ack', (fields) => this.handleConfirm(confirmOk, fields));
@@ -181,24 +181,25 @@ class Channel extends EventEmitter {
   // An ack or nack for one tag, or for every tag up to it when `multiple`.
   handleConfirm(handle, fields) {
     const tag = fields.deliveryTag;
+    const unconfirmed = this.unconfirmed;
     if (fields.multiple) {
-      const confirmed = this.unconfirmed.splice(0, tag - this.lwm + 1);
+      const count = tag - this.lwm + 1;
       this.lwm = tag + 1;
-      for (const cb of confirmed) handle(cb);
+      unconfirmed.takeFirst(count, handle);
       return;
     }
     let cb;
     if (tag === this.lwm) {
-      cb = this.unconfirmed.shift();
+      cb = unconfirmed.shift();
       this.lwm++;
       // Skip over those already confirmed out of order.
-      while (this.unconfirmed[0] === null) {
-        this.unconfirmed.shift();
+      while (unconfirmed.length > 0 && unconfirmed.at(0) === null) {
+        unconfirmed.shift();
         this.lwm++;
       }
     } else {
-      cb = this.unconfirmed[tag - this.lwm];
-      this.unconfirmed[tag - this.lwm] = null;
+      cb = unconfirmed.at(tag - this.lwm);
+      unconfirmed.set(tag - this.lwm, null);
     }
     handle(cb);
   }
@@ -210,8 +211,9 @@ class Channel extends EventEmitter {
   // Every publish still unconfirmed when the channel closes gets `err`, once; whether any
   // was left (with a callback or without) is remembered for waitForConfirms.
   failUnconfirmed(err) {
-    const waiting = this.unconfirmed;
-    this.unconfirmed = [];
+    const waiting = [];
+    this.unconfirmed.takeFirst(this.unconfirmed.length, (cb) => waiting.push(cb));
+    this.unconfirmed = new ConfirmQueue();
     this.closedWithUnconfirmed = waiting.some((cb) => cb !== null);
     for (const cb of waiting) if (cb) cb(err);
   }
@@ -224,17 +226,17 @@ class Channel extends EventEmitter {
     const unconfirmed = this.unconfirmed;
     const waiting = [];
     for (let i = 0; i < unconfirmed.length; i++) {
-      const own = unconfirmed[i];
+      const own = unconfirmed.at(i);
       if (own === null) continue; // confirmed out of order already
       waiting.push(
         new Promise((resolve, reject) => {
           // Take over the slot: handleConfirm or failUnconfirmed calls it with null (ack) or
           // an error (nack, or the channel closing).
-          unconfirmed[i] = (err) => {
+          unconfirmed.set(i, (err) => {
             if (own) own(err);
             if (err === null) resolve();
             else reject(err);
-          };
+          });
         }),
       );
     }
@@ -291,6 +293,64 @@ class Channel extends EventEmitter {
     const failed = this.sendNextPending();
     reply(null, f);
     for (const [failedReply, err] of failed) failedReply(err);
+  }
+}
+
+// The callbacks of a channel's unconfirmed publishes, in the order of their tags: `false` for
+// a publish without one, null once confirmed out of order. Taking from the front moves a start
+// index, not the callbacks behind it (with a thousand in flight, Array#splice(0, n) moved them
+// all at every multiple ack); the slots taken are cut off once they are half the array.
+class ConfirmQueue {
+  constructor() {
+    this.items = [];
+    this.start = 0;
+  }
+
+  get length() {
+    return this.items.length - this.start;
+  }
+
+  at(i) {
+    return this.items[this.start + i];
+  }
+
+  set(i, cb) {
+    this.items[this.start + i] = cb;
+  }
+
+  push(cb) {
+    this.items.push(cb);
+  }
+
+  shift() {
+    if (this.start >= this.items.length) return undefined;
+    const cb = this.items[this.start];
+    this.items[this.start++] = undefined; // let go of the callback
+    this.cutTaken();
+    return cb;
+  }
+
+  // Takes out the first n (as many as there are, if fewer; none if n < 1) and calls each(cb)
+  // on them in order. They are out before the first call, so a callback that publishes or
+  // closes the channel finds the queue as it is after this.
+  takeFirst(n, each) {
+    const items = this.items;
+    const begin = this.start;
+    const end = Math.min(begin + Math.max(n, 0), items.length);
+    this.start = end;
+    this.cutTaken();
+    for (let i = begin; i < end; i++) {
+      const cb = items[i];
+      items[i] = undefined; // let go of the callback
+      each(cb);
+    }
+  }
+
+  cutTaken() {
+    if (this.start > 64 && this.start * 2 > this.items.length) {
+      this.items = this.items.slice(this.start);
+      this.start = 0;
+    }
   }
 }
 
