@@ -312,9 +312,12 @@ describe('confirm bookkeeping against amqplib 2.3.1', () => {
           ch.pushConfirmCallback(id % 5 === 0 ? undefined : (err) => calls.push([id, err ? err.message : null]));
         }
       } else {
-        // Tags from just below the window to just past it: repeats and the unknown included.
-        const tag = ch.lwm - 2 + random(ch.unconfirmed.length + 4);
-        ch.emit(choice < 8 ? 'ack' : 'nack', { deliveryTag: tag, multiple: random(3) === 0 });
+        // Tags in the window, and for single ones repeats from just below it (those past it
+        // are where amqplib 2.3.1 goes wrong: the next test).
+        const multiple = random(3) === 0;
+        const below = multiple ? 0 : 2;
+        const span = ch.unconfirmed.length + below;
+        if (span > 0) ch.emit(choice < 8 ? 'ack' : 'nack', { deliveryTag: ch.lwm - below + random(span), multiple });
       }
       trace.push([ch.lwm, ch.unconfirmed.length, calls.length]);
     }
@@ -331,5 +334,54 @@ describe('confirm bookkeeping against amqplib 2.3.1', () => {
       assert.deepStrictEqual(ours.trace, theirs.trace, `seed ${seed}: the window`);
       assert.deepStrictEqual(ours.calls, theirs.calls, `seed ${seed}: the callbacks`);
     }
+  });
+
+  it('confirms nothing for a tag never published, and later tags still find their publishes', () => {
+    const ch = new OurChannel({});
+    const calls = [];
+    const publish = (n) => {
+      for (let k = 0; k < n; k++) {
+        const id = ch.lwm + ch.unconfirmed.length;
+        ch.pushConfirmCallback((err) => calls.push([id, err ? err.message : null]));
+      }
+    };
+    publish(3); // tags 1-3
+    ch.emit('ack', { deliveryTag: 2, multiple: false });
+    for (const [tag, multiple] of [[4, false], [5, false], [2 ** 31, false], [2 ** 53, false], [2, false], [0, true], [-1, false]]) {
+      ch.emit('ack', { deliveryTag: tag, multiple });
+      ch.emit('nack', { deliveryTag: tag, multiple });
+    }
+    assert.deepStrictEqual([ch.lwm, ch.unconfirmed.length], [1, 3], 'the window is as it was');
+    publish(2); // tags 4 and 5
+    ch.emit('nack', { deliveryTag: 4, multiple: false });
+    ch.emit('ack', { deliveryTag: 2 ** 40, multiple: true }); // all of them, and no further
+    assert.deepStrictEqual([ch.lwm, ch.unconfirmed.length], [6, 0]);
+    publish(1); // tag 6
+    ch.emit('ack', { deliveryTag: 6, multiple: false });
+    assert.deepStrictEqual(calls, [[2, null], [4, 'message nacked'], [1, null], [3, null], [5, null], [6, null]]);
+    ch.emit('close');
+    assert.strictEqual(ch.closedWithUnconfirmed, false, 'none was left at the close');
+  });
+
+  it('calls every callback left at the close, and lets go of them even when one throws', () => {
+    const ch = new OurChannel({});
+    const called = [];
+    for (let id = 1; id <= 100; id++) {
+      ch.pushConfirmCallback(() => {
+        called.push(id);
+        if (id === 10) throw new Error('a callback that throws');
+      });
+    }
+    assert.throws(() => ch.emit('ack', { deliveryTag: 50, multiple: true }), /a callback that throws/);
+    assert.deepStrictEqual(called, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    const { items, start } = ch.unconfirmed;
+    assert.ok(items.slice(0, start).every((cb) => cb === undefined), 'nothing taken is still held');
+    assert.deepStrictEqual([ch.lwm, ch.unconfirmed.length], [51, 50]);
+    ch.pushConfirmCallback(undefined); // tag 101, without a callback
+    ch.emit('ack', { deliveryTag: 51, multiple: false });
+    ch.emit('close');
+    assert.deepStrictEqual(called.slice(10), [51, ...Array.from({ length: 49 }, (_, k) => k + 52)]);
+    assert.strictEqual(ch.closedWithUnconfirmed, true);
+    return assert.rejects(ch._waitForConfirms(), /channel closed/);
   });
 });

@@ -83,7 +83,16 @@ describe('native addon', () => {
     assert.strictEqual(libcInMaps(line('/usr/lib/libc.musl-aarch64.so.1')), 'musl');
     assert.strictEqual(libcInMaps(line('/usr/bin/node') + line('[vdso]')), null, 'a static build shows neither');
     assert.strictEqual(libcInMaps(line('/opt/libc.so.6.backup')), null, 'only the library itself counts');
+    assert.strictEqual(libcInMaps(line('/lib/x86_64-linux-gnu/libc-2.31.so')), 'glibc', 'glibc before 2.34');
+    assert.strictEqual(libcInMaps(line('/usr/lib/x86_64-linux-gnu/libc.so.6 (deleted)')), 'glibc', 'upgraded since');
+    assert.strictEqual(libcInMaps(line('/usr/lib/libc.so')), 'musl', "Void's musl");
+    assert.strictEqual(libcInMaps(line('/lib/ld-musl-x86_64.so.1 (deleted)')), 'musl');
+    assert.strictEqual(libcInMaps(line('/usr/lib/libc.so.60')), null);
     if (process.platform === 'linux') {
+      // The map of this very process names its C library, so the fast path is the one taken here.
+      const mine = libcInMaps(fs.readFileSync('/proc/self/maps', 'latin1'));
+      assert.notStrictEqual(mine, null, 'this process maps a shared C library');
+      assert.strictEqual(mine === 'glibc', !!process.report.getReport().header.glibcVersionRuntime);
       assert.strictEqual(runsOnGlibc(), !!process.report.getReport().header.glibcVersionRuntime);
     }
   });

@@ -178,18 +178,23 @@ class Channel extends EventEmitter {
     }
   }
 
-  // An ack or nack for one tag, or for every tag up to it when `multiple`.
+  // An ack or nack for one tag, or for every tag up to it when `multiple`. A tag never
+  // published, or confirmed already, confirms nothing more: amqplib 2.3.1 moves its window to
+  // it (or, for one past the window, leaves a gap there), which puts every later publish's
+  // tag off by as much, and a tag far past the window gives an array as long as the tag.
   handleConfirm(handle, fields) {
-    const tag = fields.deliveryTag;
     const unconfirmed = this.unconfirmed;
+    const index = fields.deliveryTag - this.lwm;
     if (fields.multiple) {
-      const count = tag - this.lwm + 1;
-      this.lwm = tag + 1;
+      if (!(index >= 0)) return;
+      const count = Math.min(index + 1, unconfirmed.length);
+      this.lwm += count;
       unconfirmed.takeFirst(count, handle);
       return;
     }
+    if (!(index >= 0 && index < unconfirmed.length)) return;
     let cb;
-    if (tag === this.lwm) {
+    if (index === 0) {
       cb = unconfirmed.shift();
       this.lwm++;
       // Skip over those already confirmed out of order.
@@ -198,8 +203,8 @@ class Channel extends EventEmitter {
         this.lwm++;
       }
     } else {
-      cb = unconfirmed.at(tag - this.lwm);
-      unconfirmed.set(tag - this.lwm, null);
+      cb = unconfirmed.at(index);
+      unconfirmed.set(index, null);
     }
     handle(cb);
   }
@@ -330,19 +335,24 @@ class ConfirmQueue {
     return cb;
   }
 
-  // Takes out the first n (as many as there are, if fewer; none if n < 1) and calls each(cb)
-  // on them in order. They are out before the first call, so a callback that publishes or
-  // closes the channel finds the queue as it is after this.
+  // Takes out the first n (0 <= n <= length) and calls each(cb) on them in order. They are
+  // out before the first call, so a callback that publishes or closes the channel finds the
+  // queue as it is after this.
   takeFirst(n, each) {
     const items = this.items;
     const begin = this.start;
-    const end = Math.min(begin + Math.max(n, 0), items.length);
+    const end = begin + n;
     this.start = end;
     this.cutTaken();
-    for (let i = begin; i < end; i++) {
-      const cb = items[i];
-      items[i] = undefined; // let go of the callback
-      each(cb);
+    let i = begin;
+    try {
+      for (; i < end; i++) {
+        const cb = items[i];
+        items[i] = undefined; // let go of the callback
+        each(cb);
+      }
+    } finally {
+      items.fill(undefined, i, end); // a callback threw: let go of those not called
     }
   }
 

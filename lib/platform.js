@@ -12,10 +12,12 @@ function platformSuffix(platform, arch, glibc) {
 }
 
 // Which C library a Linux process's memory map shows loaded: 'musl', 'glibc', or null when it
-// shows neither (a static build).
+// shows neither (a static build). musl is ld-musl-<arch>.so.1 (Alpine), libc.musl-<arch>.so.1 or
+// a bare libc.so (Void); glibc is libc.so.6, or libc-2.NN.so before 2.34. A library replaced on
+// disk since it was loaded shows as "<path> (deleted)".
 function libcInMaps(maps) {
-  if (/\/(ld-musl-|libc\.musl-)[^/\n]*$/m.test(maps)) return 'musl';
-  if (/\/libc\.so\.6$/m.test(maps)) return 'glibc';
+  if (/\/(ld-musl-[^/\n]*|libc\.musl-[^/\n]*|libc\.so)( \(deleted\))?$/m.test(maps)) return 'musl';
+  if (/\/(libc\.so\.6|libc-2\.\d+\.so)( \(deleted\))?$/m.test(maps)) return 'glibc';
   return null;
 }
 
