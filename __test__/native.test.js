@@ -21,12 +21,12 @@ describe('native addon', () => {
   it('the hot entry points take only a connection handle, and keep the kinds of codec errors', () => {
     const session = new native.NativeConnection();
     const handle = session.handle();
-    assert.throws(() => native.sendAcknowledgement({}, 1, defs.BasicAck, 1, 0), /Not a connection handle/);
-    assert.throws(() => native.sendAcknowledgement(handle, 1, defs.BasicQos, 1, 0), /Unknown class\/method ID/);
+    assert.throws(() => native.sendAcknowledgement({}, 1, defs.BasicAck, 1, 0, 0), /Not a connection handle/);
+    assert.throws(() => native.sendAcknowledgement(handle, 1, defs.BasicQos, 1, 0, 0), /Unknown class\/method ID/);
     assert.throws(() => native.sendMethod(handle, 1, defs.BasicQos, { prefetchCount: 70000 }), RangeError);
     assert.throws(() => native.sendMethod(handle, 1, defs.BasicPublish, { exchange: 1 }), TypeError);
     assert.strictEqual(session.pendingOutput, 0, 'nothing of the failed methods is left');
-    const waiting = native.sendAcknowledgement(handle, 1, defs.BasicAck, 1, 0);
+    const waiting = native.sendAcknowledgement(handle, 1, defs.BasicAck, 1, 0, 0);
     assert.strictEqual(waiting, 21, 'an ack frame: 8 bytes of envelope, 4 of method, 8 of tag, 1 of flags');
     assert.ok(native.sendMethod(handle, 1, defs.QueueDeclare, { queue: 'q', arguments: { x: 1 } }) > waiting, 'and the connection goes on');
   });

@@ -37,7 +37,7 @@ describe('sending from inside a getter', () => {
   it('an ack on the outer connection, from a getter of a second one, leaves before the outer frame, whole', () => {
     const a = connection();
     const b = connection();
-    const qos = { ...QOS, get prefetchCount() { native.sendAcknowledgement(a.handle, 1, defs.BasicAck, 7, 0); return 1; } };
+    const qos = { ...QOS, get prefetchCount() { native.sendAcknowledgement(a.handle, 1, defs.BasicAck, 7, 0, 0); return 1; } };
     const declare = { ...DECLARE, get queue() { native.sendMethod(b.handle, 1, defs.BasicQos, qos); return 'q'; } };
     native.sendMethod(a.handle, 1, defs.QueueDeclare, declare);
     assert.deepStrictEqual(methodsIn(native.takeOutput(a.handle)), [defs.BasicAck, defs.QueueDeclare]);

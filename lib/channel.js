@@ -13,6 +13,7 @@ const { IllegalOperationError, stackCapture } = require('./error');
 const safeEmit = require('./safe_emit');
 const Args = require('./api_args');
 const { isEncodableTag } = require('./outgoing');
+const { UnsettledTags } = require('./unsettled');
 
 const { constants } = defs;
 
@@ -30,6 +31,9 @@ class Channel extends EventEmitter {
     this.on('ack', (fields) => this.handleConfirm(confirmOk, fields));
     this.on('nack', (fields) => this.handleConfirm(confirmNacked, fields));
     this.on('close', () => this.failUnconfirmed(new Error('channel closed')));
+    // Deliveries waiting for an ack, so that consecutive acks can leave as one.
+    this.unsettled = new UnsettledTags();
+    this.on('close', () => this.unsettled.clear());
   }
 
   setOptions(options) {
@@ -42,20 +46,47 @@ class Channel extends EventEmitter {
   }
 
   sendImmediately(method, fields) {
-    return this.connection.sendMethod(this.ch, method, fields);
+    const writable = this.connection.sendMethod(this.ch, method, fields);
+    this.noteSettled(method, fields);
+    return writable;
+  }
+
+  // What a method sent settles of the deliveries waiting for an ack (tag 0 with `multiple`:
+  // all of them, as ackAll and nackAll send; recover gives them all back).
+  noteSettled(method, fields) {
+    switch (method) {
+      case defs.BasicAck:
+      case defs.BasicNack:
+        if (fields.deliveryTag === 0 && fields.multiple) this.unsettled.clear();
+        else this.unsettled.settle(fields.deliveryTag, !!fields.multiple);
+        break;
+      case defs.BasicReject:
+        this.unsettled.settle(fields.deliveryTag, false);
+        break;
+      case defs.BasicRecover:
+      case defs.BasicRecoverAsync:
+        this.unsettled.clear();
+        break;
+    }
   }
 
   // basic.ack, nack or reject of one delivery tag (a safe integer) with its flags as the
-  // native encoder takes them: no fields object per acknowledgement.
-  sendAcknowledgement(method, tag, flags) {
-    return this.connection.sendAcknowledgement(this.ch, method, tag, flags);
+  // native encoder takes them: no fields object per acknowledgement. `settlesPrefix` as
+  // UnsettledTags#settlesPrefix says.
+  sendAcknowledgement(method, tag, flags, settlesPrefix) {
+    return this.connection.sendAcknowledgement(this.ch, method, tag, flags, settlesPrefix);
   }
 
-  // Both APIs' ack: a tag the server gave goes straight to the encoder; anything else is
+  // Both APIs' ack: a tag the server gave goes straight to the encoder, which makes it one
+  // with the ack before it when together they settle all up to this tag; anything else is
   // encoded (and refused) as amqplib's would be.
   sendAck(tag, allUpTo) {
-    if (isEncodableTag(tag)) return this.sendAcknowledgement(defs.BasicAck, tag, allUpTo ? 1 : 0);
-    return this.sendImmediately(defs.BasicAck, Args.ack(tag, allUpTo));
+    if (!isEncodableTag(tag)) return this.sendImmediately(defs.BasicAck, Args.ack(tag, allUpTo));
+    const multiple = !!allUpTo;
+    const unsettled = this.unsettled;
+    const writable = this.sendAcknowledgement(defs.BasicAck, tag, +multiple, unsettled.settlesPrefix(tag, multiple) ? 1 : 0);
+    unsettled.settle(tag, multiple);
+    return writable;
   }
 
   // Sends now if no RPC is in flight, else queues behind it. An RPC whose arguments cannot
@@ -410,16 +441,20 @@ class BaseChannel extends Channel {
   constructor(connection) {
     super(connection);
     this.consumers = new Map();
+    this.noAckConsumers = new Set();
     this.on('delivery', this.handleDelivery.bind(this));
     this.on('cancel', this.handleCancel.bind(this));
   }
 
-  registerConsumer(tag, callback) {
+  // `noAck` as the consumer was asked for: its deliveries wait for no ack.
+  registerConsumer(tag, callback, noAck) {
     this.consumers.set(tag, callback);
+    if (noAck) this.noAckConsumers.add(tag);
   }
 
   unregisterConsumer(tag) {
     this.consumers.delete(tag);
+    this.noAckConsumers.delete(tag);
   }
 
   dispatchMessage(fields, message) {
@@ -429,7 +464,9 @@ class BaseChannel extends Channel {
   }
 
   handleDelivery(message) {
-    return this.dispatchMessage(message.fields, message);
+    const fields = message.fields;
+    if (!this.noAckConsumers.has(fields.consumerTag)) this.unsettled.push(fields.deliveryTag);
+    return this.dispatchMessage(fields, message);
   }
 
   handleCancel(fields) {

@@ -349,8 +349,8 @@ class Connection extends EventEmitter {
     return this.outgoing.sendMethod(channel, method, fields);
   }
 
-  sendAcknowledgement(channel, method, tag, flags) {
-    return this.outgoing.sendAcknowledgement(channel, method, tag, flags);
+  sendAcknowledgement(channel, method, tag, flags, settlesPrefix) {
+    return this.outgoing.sendAcknowledgement(channel, method, tag, flags, settlesPrefix);
   }
 
   sendMessage(channel, method, fields, properties, props, content) {

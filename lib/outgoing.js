@@ -122,15 +122,16 @@ class Outgoing {
 
   sendMethod(channel, method, fields) {
     const flags = acknowledgementFlags(method, fields);
-    if (flags >= 0) return this.sendAcknowledgement(channel, method, fields.deliveryTag, flags);
+    if (flags >= 0) return this.sendAcknowledgement(channel, method, fields.deliveryTag, flags, 0);
     const pending = native.sendMethod(this.handle, channel, method, fields);
     this.scheduleFlush();
     return this.writable(undefined, pending);
   }
 
-  // `tag` one isEncodableTag takes, `flags` as acknowledgementFlags makes them.
-  sendAcknowledgement(channel, method, tag, flags) {
-    const pending = native.sendAcknowledgement(this.handle, channel, method, tag, flags);
+  // `tag` one isEncodableTag takes, `flags` as acknowledgementFlags makes them, `settlesPrefix`
+  // 1 when the channel's UnsettledTags says so, else 0.
+  sendAcknowledgement(channel, method, tag, flags, settlesPrefix) {
+    const pending = native.sendAcknowledgement(this.handle, channel, method, tag, flags, settlesPrefix);
     this.scheduleFlush();
     return this.writable(undefined, pending);
   }

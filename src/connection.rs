@@ -85,6 +85,10 @@ pub struct Connection {
     /// The channel of a direct body frame whose payload is complete: its frame-end octet
     /// starts the next read.
     frame_end_due: Option<u16>,
+    /// When the last frame in `out` is a basic.ack after which no delivery of its channel up
+    /// to its tag is left unsettled: that channel, and where the frame ends. The next such
+    /// ack on the channel, with nothing between, widens it (`send_acknowledgement`).
+    settled_prefix: Option<(u16, usize)>,
 }
 
 /// A connection-level protocol error found while decoding.
@@ -114,6 +118,7 @@ impl Default for Connection {
             last_publish: ByChannel::default(),
             direct: None,
             frame_end_due: None,
+            settled_prefix: None,
         }
     }
 }
@@ -130,6 +135,7 @@ impl Connection {
         self.read = Vec::new();
         self.consumed = 0;
         self.out = Vec::new();
+        self.settled_prefix = None;
         self.events = VecDeque::new();
         self.stages = ByChannel::default();
         self.last_publish = ByChannel::default();
@@ -379,8 +385,17 @@ impl Connection {
                 Err(e) => break Err(e),
             }
         };
-        self.out.drain(..written);
+        if written > 0 {
+            self.out.drain(..written);
+            self.settled_prefix = None;
+        }
         result
+    }
+
+    /// Empties the output once the caller has taken a copy of it.
+    pub fn clear_output(&mut self) {
+        self.out.clear();
+        self.settled_prefix = None;
     }
 
     fn fail(&mut self, e: ProtocolError) {
@@ -555,14 +570,30 @@ impl Connection {
 
     /// basic.ack, basic.nack or basic.reject (see `frame::write_acknowledgement`): `flags`
     /// holds its bits in the order of its arguments. Any other method is refused.
-    pub fn send_acknowledgement(&mut self, channel: u16, method_id: u32, delivery_tag: u64, flags: u8) -> crate::codec::Result<()> {
+    ///
+    /// `settles_prefix` says (the caller keeps the channel's unsettled deliveries) that once
+    /// this ack is handled no delivery of the channel up to its tag is left unsettled. Two
+    /// such acks in a row on one channel settle exactly what one ack of the later tag with
+    /// `multiple` set does, so the later one widens the earlier frame instead of following it:
+    /// the acks of a read's deliveries, taken in order, leave as one, and the server handles
+    /// one method for them.
+    pub fn send_acknowledgement(&mut self, channel: u16, method_id: u32, delivery_tag: u64, flags: u8, settles_prefix: bool) -> crate::codec::Result<()> {
         let method = match method_id {
             id if id == spec::BASIC_ACK.id => &spec::BASIC_ACK,
             id if id == spec::BASIC_NACK.id => &spec::BASIC_NACK,
             id if id == spec::BASIC_REJECT.id => &spec::BASIC_REJECT,
             _ => return Err(CodecError::UnknownMethod),
         };
-        frame::write_acknowledgement(&mut self.out, channel, method, delivery_tag, flags);
+        if !(settles_prefix && method.id == spec::BASIC_ACK.id) {
+            frame::write_acknowledgement(&mut self.out, channel, method, delivery_tag, flags);
+            return Ok(());
+        }
+        if self.settled_prefix == Some((channel, self.out.len())) {
+            frame::widen_acknowledgement(&mut self.out, delivery_tag);
+        } else {
+            frame::write_acknowledgement(&mut self.out, channel, method, delivery_tag, flags);
+            self.settled_prefix = Some((channel, self.out.len()));
+        }
         Ok(())
     }
 
@@ -768,14 +799,60 @@ mod tests {
                 _ => unreachable!(),
             };
             let mut fast = Connection::new();
-            fast.send_acknowledgement(3, method.id, tag, flags).unwrap();
+            fast.send_acknowledgement(3, method.id, tag, flags, false).unwrap();
             let mut general = Connection::new();
             general.send_frames(&method_frame(3, method.id, &TestValue::object(&fields)).unwrap()).unwrap();
             assert_eq!(fast.out, general.out, "{}", method.name);
         }
         let mut session = Connection::new();
-        assert!(session.send_acknowledgement(1, spec::BASIC_PUBLISH.id, 1, 0).is_err());
+        assert!(session.send_acknowledgement(1, spec::BASIC_PUBLISH.id, 1, 0, true).is_err());
         assert!(session.out.is_empty());
+    }
+
+    /// The bytes of one basic.ack.
+    fn ack(channel: u16, tag: u64, multiple: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        frame::write_acknowledgement(&mut out, channel, &spec::BASIC_ACK, tag, multiple as u8);
+        out
+    }
+
+    #[test]
+    fn acks_that_settle_all_below_them_leave_as_one_multiple_ack() {
+        let prefix_ack = |c: &mut Connection, channel, tag| c.send_acknowledgement(channel, spec::BASIC_ACK.id, tag, 0, true).unwrap();
+        let mut c = Connection::new();
+        for tag in 5..=9 {
+            prefix_ack(&mut c, 2, tag);
+        }
+        assert_eq!(c.out, ack(2, 9, true));
+
+        // Only with nothing between, on the same channel.
+        let mut c = Connection::new();
+        prefix_ack(&mut c, 2, 1);
+        prefix_ack(&mut c, 3, 1);
+        prefix_ack(&mut c, 3, 2);
+        c.send_heartbeat();
+        prefix_ack(&mut c, 3, 3);
+        c.send_acknowledgement(3, spec::BASIC_NACK.id, 4, 0, true).unwrap(); // never widened, nor widens
+        prefix_ack(&mut c, 3, 5);
+        c.send_acknowledgement(3, spec::BASIC_ACK.id, 7, 0, false).unwrap(); // out of order
+        prefix_ack(&mut c, 3, 6);
+        let mut nack = Vec::new();
+        frame::write_acknowledgement(&mut nack, 3, &spec::BASIC_NACK, 4, 0);
+        let expected =
+            [ack(2, 1, false), ack(3, 2, true), frame::HEARTBEAT.to_vec(), ack(3, 3, false), nack, ack(3, 5, false), ack(3, 7, false), ack(3, 6, false)]
+                .concat();
+        assert_eq!(c.out, expected);
+
+        // Nor across a write, whole or in part: what was written cannot change.
+        let mut c = Connection::new();
+        prefix_ack(&mut c, 1, 1);
+        c.clear_output();
+        prefix_ack(&mut c, 1, 2);
+        assert_eq!(c.out, ack(1, 2, false));
+        let mut written = Vec::new();
+        assert!(!c.write_with(|b| if written.is_empty() { written.extend_from_slice(&b[..4]); Ok(4) } else { Err(std::io::ErrorKind::WouldBlock.into()) }).unwrap());
+        prefix_ack(&mut c, 1, 3);
+        assert_eq!([written, c.out].concat(), [ack(1, 2, false), ack(1, 3, false)].concat());
     }
 
     #[test]

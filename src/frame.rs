@@ -117,6 +117,15 @@ pub fn write_acknowledgement(out: &mut Vec<u8>, channel: u16, method: &MethodSpe
     end_frame(out, at);
 }
 
+/// Makes the basic.ack frame that ends `out` acknowledge every delivery up to `delivery_tag`:
+/// its tag replaced, its `multiple` bit set.
+pub fn widen_acknowledgement(out: &mut [u8], delivery_tag: u64) {
+    let end = out.len();
+    // The frame ends with the tag, the flags octet and the frame-end octet.
+    out[end - 10..end - 2].copy_from_slice(&delivery_tag.to_be_bytes());
+    out[end - 2] |= 1;
+}
+
 /// The arguments of a basic.publish, one by one rather than in a fields object.
 pub struct Publish<'a, V> {
     pub exchange: &'a V,

@@ -244,15 +244,16 @@ unsafe extern "C" fn send_publish_again(env: sys::napi_env, info: sys::napi_call
     })
 }
 
-/// `sendAcknowledgement(handle, channel, methodId, deliveryTag, flags)`: see
+/// `sendAcknowledgement(handle, channel, methodId, deliveryTag, flags, settlesPrefix)`: see
 /// `Connection::send_acknowledgement`; JS sends only safe-integer tags this way. The bytes
 /// waiting afterwards.
 unsafe extern "C" fn send_acknowledgement(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     guarded(env, || {
-        let call = Call::<5>::new(env, info)?;
+        let call = Call::<6>::new(env, info)?;
         let (channel, method, tag, flags) = (call.u32(1)? as u16, call.u32(2)?, call.f64(3)?, call.u32(4)? as u8);
+        let settles_prefix = call.u32(5)? != 0;
         let connection = call.connection(0)?;
-        connection.core.send_acknowledgement(channel, method, tag as u64, flags)?;
+        connection.core.send_acknowledgement(channel, method, tag as u64, flags, settles_prefix)?;
         call.number(connection.core.out.len() as f64)
     })
 }
@@ -289,7 +290,7 @@ unsafe extern "C" fn take_output(env: sys::napi_env, info: sys::napi_callback_in
         let mut data = ptr::null_mut();
         // SAFETY: copies `pending.len()` bytes from a live Vec into the fresh Buffer.
         napi_ok(unsafe { sys::napi_create_buffer_copy(env, pending.len(), pending.as_ptr().cast(), &mut data, &mut out) })?;
-        pending.clear();
+        connection.core.clear_output();
         Ok(out)
     })
 }

@@ -1,0 +1,87 @@
+'use strict';
+// The delivery tags of a channel's messages that wait for an ack, nack or reject (deliveries
+// to consumers without noAck, and gets without it), in the order the server numbered them.
+// It tells whether an ack leaves nothing of the channel unsettled up to its tag: the output
+// buffer then widens such an ack just before it on the channel, nothing between, into one
+// `multiple` ack of the later tag, so that the acks of a read's deliveries, taken in order,
+// leave as one (Connection::send_acknowledgement in src/connection.rs). Only what a tag
+// settles at the server counts, so an ack the server would refuse is never part of one.
+//
+// A tag settled out of order stays in place, negated, until those before it are settled.
+// Past MAX_WAITING tags, or given one that does not rise, the channel stops keeping them and
+// its acks leave as they are sent.
+
+const MAX_WAITING = 65536;
+// Settled tags are cut off the front once there are this many and they are half of all.
+const CUT_AFTER = 64;
+
+class UnsettledTags {
+  constructor() {
+    this.tags = [];
+    this.start = 0;
+    this.kept = true;
+  }
+
+  // A delivery that waits for its settlement.
+  push(tag) {
+    if (!this.kept) return;
+    const last = this.tags.length > this.start ? Math.abs(this.tags[this.tags.length - 1]) : 0;
+    if (!(tag > last) || this.tags.length - this.start >= MAX_WAITING) {
+      this.kept = false;
+      this.clear();
+      return;
+    }
+    this.tags.push(tag);
+  }
+
+  // Whether an ack of `tag` (with `multiple`, of those up to it too) leaves no tag up to it
+  // unsettled: it is waiting, and it is the first that is, or `multiple` takes the others.
+  settlesPrefix(tag, multiple) {
+    const at = this.indexOf(tag);
+    return at >= 0 && (multiple || at === this.start);
+  }
+
+  // An ack, nack or reject of `tag` (with `multiple`, of every tag up to it) was sent. One
+  // not waiting here changes nothing: the server refuses it and closes the channel.
+  settle(tag, multiple) {
+    const at = this.indexOf(tag);
+    if (at < 0) return;
+    if (!multiple && at !== this.start) {
+      this.tags[at] = -tag;
+      return;
+    }
+    let start = at + 1;
+    while (start < this.tags.length && this.tags[start] < 0) start++;
+    this.start = start;
+    if (start > CUT_AFTER && start * 2 > this.tags.length) {
+      this.tags = this.tags.slice(start);
+      this.start = 0;
+    }
+  }
+
+  // Nothing waits any more: ackAll, nackAll, recover, the channel's close.
+  clear() {
+    this.tags = [];
+    this.start = 0;
+  }
+
+  // Where `tag` waits, or -1 (also when it was settled already). Tags rise, so a binary
+  // search; the first one, the usual case, is looked at before.
+  indexOf(tag) {
+    const tags = this.tags;
+    if (tags[this.start] === tag) return this.start;
+    let low = this.start;
+    let high = tags.length - 1;
+    while (low <= high) {
+      const mid = (low + high) >>> 1;
+      const kept = tags[mid];
+      const value = kept < 0 ? -kept : kept;
+      if (value === tag) return kept > 0 ? mid : -1;
+      if (value < tag) low = mid + 1;
+      else high = mid - 1;
+    }
+    return -1;
+  }
+}
+
+module.exports = { UnsettledTags };
