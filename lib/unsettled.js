@@ -12,26 +12,29 @@
 // its acks leave as they are sent.
 
 const MAX_WAITING = 65536;
-// Settled tags are cut off the front once there are this many and they are half of all.
-const CUT_AFTER = 64;
+// Settled tags are moved off the front once there are this many and they are half of all.
+const SHIFT_AFTER = 64;
 
 class UnsettledTags {
   constructor() {
+    // The waiting tags are tags[start] to tags[end - 1]; the array is reused as it empties,
+    // so that keeping them allocates nothing once it has grown.
     this.tags = [];
     this.start = 0;
+    this.end = 0;
     this.kept = true;
   }
 
   // A delivery that waits for its settlement.
   push(tag) {
     if (!this.kept) return;
-    const last = this.tags.length > this.start ? Math.abs(this.tags[this.tags.length - 1]) : 0;
-    if (!(tag > last) || this.tags.length - this.start >= MAX_WAITING) {
+    const last = this.end > this.start ? Math.abs(this.tags[this.end - 1]) : 0;
+    if (!(tag > last) || this.end - this.start >= MAX_WAITING) {
       this.kept = false;
       this.clear();
       return;
     }
-    this.tags.push(tag);
+    this.tags[this.end++] = tag;
   }
 
   // Whether an ack of `tag` (with `multiple`, of those up to it too) leaves no tag up to it
@@ -51,27 +54,31 @@ class UnsettledTags {
       return;
     }
     let start = at + 1;
-    while (start < this.tags.length && this.tags[start] < 0) start++;
-    this.start = start;
-    if (start > CUT_AFTER && start * 2 > this.tags.length) {
-      this.tags = this.tags.slice(start);
+    while (start < this.end && this.tags[start] < 0) start++;
+    if (start === this.end) {
+      this.start = this.end = 0;
+    } else if (start > SHIFT_AFTER && start * 2 > this.end) {
+      this.tags.copyWithin(0, start, this.end);
+      this.end -= start;
       this.start = 0;
+    } else {
+      this.start = start;
     }
   }
 
   // Nothing waits any more: ackAll, nackAll, recover, the channel's close.
   clear() {
     this.tags = [];
-    this.start = 0;
+    this.start = this.end = 0;
   }
 
   // Where `tag` waits, or -1 (also when it was settled already). Tags rise, so a binary
   // search; the first one, the usual case, is looked at before.
   indexOf(tag) {
     const tags = this.tags;
-    if (tags[this.start] === tag) return this.start;
+    if (this.start < this.end && tags[this.start] === tag) return this.start;
     let low = this.start;
-    let high = tags.length - 1;
+    let high = this.end - 1;
     while (low <= high) {
       const mid = (low + high) >>> 1;
       const kept = tags[mid];
