@@ -33,7 +33,7 @@ class Channel extends EventEmitter {
     this.on('close', () => this.failUnconfirmed(new Error('channel closed')));
     // Deliveries waiting for an ack, so that consecutive acks can leave as one.
     this.unsettled = new UnsettledTags();
-    this.on('close', () => this.unsettled.clear());
+    this.on('close', () => this.unsettled.stopKeeping());
   }
 
   setOptions(options) {
@@ -51,21 +51,20 @@ class Channel extends EventEmitter {
     return writable;
   }
 
-  // What a method sent settles of the deliveries waiting for an ack (tag 0 with `multiple`:
-  // all of them, as ackAll and nackAll send; recover gives them all back).
+  // What a method sent settles of the deliveries waiting for an ack (recover gives them all
+  // back, those on their way here included).
   noteSettled(method, fields) {
     switch (method) {
       case defs.BasicAck:
       case defs.BasicNack:
-        if (fields.deliveryTag === 0 && fields.multiple) this.unsettled.clear();
-        else this.unsettled.settle(fields.deliveryTag, !!fields.multiple);
+        this.unsettled.settle(fields.deliveryTag, !!fields.multiple);
         break;
       case defs.BasicReject:
         this.unsettled.settle(fields.deliveryTag, false);
         break;
       case defs.BasicRecover:
       case defs.BasicRecoverAsync:
-        this.unsettled.clear();
+        this.unsettled.stopKeeping();
         break;
     }
   }
@@ -465,7 +464,7 @@ class BaseChannel extends Channel {
 
   handleDelivery(message) {
     const fields = message.fields;
-    if (!this.noAckConsumers.has(fields.consumerTag)) this.unsettled.push(fields.deliveryTag);
+    this.unsettled.received(fields.deliveryTag, !this.noAckConsumers.has(fields.consumerTag));
     return this.dispatchMessage(fields, message);
   }
 

@@ -37,7 +37,7 @@ function getReplyHandler(channel, noAck, done) {
     if (err) return done(convertCloseFrameToError(defs.BasicGet, err));
     if (frame.id === defs.BasicGetEmpty) return done(null, false);
     if (frame.id === defs.BasicGetOk) {
-      if (!noAck) channel.unsettled.push(frame.fields.deliveryTag);
+      channel.unsettled.received(frame.fields.deliveryTag, !noAck);
       return channel.handOver(frame, (message) => done(null, message));
     }
     return done(new Error(`Unexpected response to BasicGet: ${describeFrame(frame)}`));

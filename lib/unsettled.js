@@ -1,15 +1,18 @@
 'use strict';
-// The delivery tags of a channel's messages that wait for an ack, nack or reject (deliveries
-// to consumers without noAck, and gets without it), in the order the server numbered them.
-// It tells whether an ack leaves nothing of the channel unsettled up to its tag: the output
-// buffer then widens such an ack just before it on the channel, nothing between, into one
-// `multiple` ack of the later tag, so that the acks of a read's deliveries, taken in order,
-// leave as one (Connection::send_acknowledgement in src/connection.rs). Only what a tag
-// settles at the server counts, so an ack the server would refuse is never part of one.
+// The delivery tags of a channel's messages that wait for an ack (deliveries to consumers
+// without noAck, and gets without it), in the order the server numbered them. It tells whether
+// an ack leaves nothing of the channel unsettled up to its tag: the output buffer then widens
+// such an ack just before it on the channel, nothing between, into one `multiple` ack of the
+// later tag, so that the acks of a read's deliveries, taken in order, leave as one
+// (Connection::send_acknowledgement in src/connection.rs).
 //
-// A tag settled out of order stays in place, negated, until those before it are settled.
-// Past MAX_WAITING tags, or given one that does not rise, the channel stops keeping them and
-// its acks leave as they are sent.
+// That is exact only while the record holds what the server holds unacked. It stops keeping
+// tags (and its acks leave as they are sent) once it cannot tell: after ackAll, nackAll or
+// recover, which also settle deliveries already on their way here; after an ack, nack or
+// reject of a tag not received yet (one of another channel's, say), which the server applies
+// to a delivery still on its way; after a tag that is not a number or does not rise; and past
+// MAX_WAITING waiting tags. A tag settled out of order stays in place, negated, until those
+// before it are settled.
 
 const MAX_WAITING = 65536;
 // Settled tags are moved off the front once there are this many and they are half of all.
@@ -22,19 +25,20 @@ class UnsettledTags {
     this.tags = [];
     this.start = 0;
     this.end = 0;
+    // The last tag received, waiting or not.
+    this.highest = 0;
     this.kept = true;
   }
 
-  // A delivery that waits for its settlement.
-  push(tag) {
+  // A delivery or get-ok received; `waits` when it waits for an ack.
+  received(tag, waits) {
     if (!this.kept) return;
-    const last = this.end > this.start ? Math.abs(this.tags[this.end - 1]) : 0;
-    if (!(tag > last) || this.end - this.start >= MAX_WAITING) {
-      this.kept = false;
-      this.clear();
+    if (!(tag > this.highest) || (waits && this.end - this.start >= MAX_WAITING)) {
+      this.stopKeeping();
       return;
     }
-    this.tags[this.end++] = tag;
+    this.highest = tag;
+    if (waits) this.tags[this.end++] = tag;
   }
 
   // Whether an ack of `tag` (with `multiple`, of those up to it too) leaves no tag up to it
@@ -44,11 +48,16 @@ class UnsettledTags {
     return at >= 0 && (multiple || at === this.start);
   }
 
-  // An ack, nack or reject of `tag` (with `multiple`, of every tag up to it) was sent. One
-  // not waiting here changes nothing: the server refuses it and closes the channel.
+  // An ack, nack or reject of `tag` (with `multiple`, of every tag up to it) was sent.
   settle(tag, multiple) {
+    if (!this.kept) return;
     const at = this.indexOf(tag);
-    if (at < 0) return;
+    if (at < 0) {
+      // Settled already, or of a noAck delivery: the server refuses it and closes the channel.
+      // Tag 0 with `multiple` (ackAll, nackAll), or one not received yet: see above.
+      if (!(Number.isSafeInteger(tag) && tag > 0 && tag <= this.highest)) this.stopKeeping();
+      return;
+    }
     if (!multiple && at !== this.start) {
       this.tags[at] = -tag;
       return;
@@ -66,8 +75,9 @@ class UnsettledTags {
     }
   }
 
-  // Nothing waits any more: ackAll, nackAll, recover, the channel's close.
-  clear() {
+  // For good: recover, the channel's close, and the cases above.
+  stopKeeping() {
+    this.kept = false;
     this.tags = [];
     this.start = this.end = 0;
   }
