@@ -300,6 +300,34 @@ describe('acks after ackAll, recover and acks of tags still on their way, as amq
       ch.ack(m1);
       ch.ack(m2);
     },
+    // Found by a second review: a consumer tag left marked noAck, and a transaction.
+    'a noAck consumer whose cancel callback throws, then a consumer with its tag that acks': async ({ ch, queue }) => {
+      ch.on('handler-error', () => {});
+      const { queue: other } = await ch.assertQueue('', { exclusive: true });
+      await ch.consume(other, (msg) => {
+        if (msg === null) throw new Error('cancelled');
+      }, { noAck: true, consumerTag: 'A' });
+      await ch.deleteQueue(other); // the server cancels A
+      await sleep(100);
+      await ch.prefetch(1);
+      await ch.consume(queue, () => {}, { consumerTag: 'A' }); // holds m1, never acked
+      await sleep(100);
+      const m2 = await ch.get(queue);
+      const m3 = await ch.get(queue);
+      ch.ack(m2);
+      ch.ack(m3);
+    },
+    'an ack rolled back in a transaction, then acks of two gets': async ({ ch, queue }) => {
+      const tx = (name) => ch.rpc(defs[name], {}, defs[`${name}Ok`]);
+      await tx('TxSelect');
+      ch.ack(await ch.get(queue));
+      await tx('TxRollback');
+      const m2 = await ch.get(queue);
+      const m3 = await ch.get(queue);
+      ch.ack(m2);
+      ch.ack(m3);
+      await tx('TxCommit');
+    },
     "an ack of a tag still on its way (another channel's message), then acks of both gets": async ({ ch, queue }) => {
       const m1 = await ch.get(queue);
       const second = ch.get(queue);

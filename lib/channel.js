@@ -52,7 +52,8 @@ class Channel extends EventEmitter {
   }
 
   // What a method sent settles of the deliveries waiting for an ack (recover gives them all
-  // back, those on their way here included).
+  // back, those on their way here included; in a transaction, a rollback gives back the acks
+  // it held, so the record stops at tx.select).
   noteSettled(method, fields) {
     switch (method) {
       case defs.BasicAck:
@@ -64,6 +65,7 @@ class Channel extends EventEmitter {
         break;
       case defs.BasicRecover:
       case defs.BasicRecoverAsync:
+      case defs.TxSelect:
         this.unsettled.stopKeeping();
         break;
     }
@@ -448,7 +450,9 @@ class BaseChannel extends Channel {
   // `noAck` as the consumer was asked for: its deliveries wait for no ack.
   registerConsumer(tag, callback, noAck) {
     this.consumers.set(tag, callback);
+    // A tag can come back (a consumerTag given twice, after a cancel that did not finish).
     if (noAck) this.noAckConsumers.add(tag);
+    else this.noAckConsumers.delete(tag);
   }
 
   unregisterConsumer(tag) {
