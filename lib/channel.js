@@ -30,10 +30,12 @@ class Channel extends EventEmitter {
     this.closedWithUnconfirmed = false;
     this.on('ack', (fields) => this.handleConfirm(confirmOk, fields));
     this.on('nack', (fields) => this.handleConfirm(confirmNacked, fields));
-    this.on('close', () => this.failUnconfirmed(new Error('channel closed')));
     // Deliveries waiting for an ack, so that consecutive acks can leave as one.
     this.unsettled = new UnsettledTags();
-    this.on('close', () => this.unsettled.stopKeeping());
+    this.on('close', () => {
+      this.unsettled.stopKeeping(); // first: a confirm callback may throw
+      this.failUnconfirmed(new Error('channel closed'));
+    });
   }
 
   setOptions(options) {
