@@ -9,16 +9,12 @@ const amqp = require('../index');
 const defs = require('../lib/defs');
 const { UnsettledTags } = require('../lib/unsettled');
 const { fakeServer } = require('./fake_server');
-const { AMQP_URL, uniqueName, withTimeout } = require('./helpers');
+const { AMQP_URL, prng, uniqueName, withTimeout } = require('./helpers');
 
-// A seeded generator, so that a failing sequence can be run again (from the high bits: the
-// low bits of this recurrence repeat with short periods).
+// An integer below n from a seeded generator, so that a failing sequence can be run again.
 function generator(seed) {
-  let s = seed;
-  return (n) => {
-    s = (s * 1103515245 + 12345) % 2147483648;
-    return Math.floor(s / 65536) % n;
-  };
+  const next = prng(seed);
+  return (n) => Math.floor(next() * n);
 }
 
 describe('UnsettledTags', () => {
