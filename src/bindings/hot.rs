@@ -278,7 +278,7 @@ unsafe extern "C" fn take_output(env: sys::napi_env, info: sys::napi_callback_in
         let call = Call::<1>::new(env, info)?;
         let connection = call.connection(0)?;
         let mut out = ptr::null_mut();
-        let pending = &mut connection.core.out;
+        let pending = &connection.core.out;
         if pending.is_empty() {
             // SAFETY: env is live for this call.
             napi_ok(unsafe { sys::napi_get_null(env, &mut out) })?;
