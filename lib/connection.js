@@ -49,7 +49,9 @@ class Connection extends EventEmitter {
     this.channels = [{ channel: { accept: channel0(this) } }];
 
     this.incoming = new Incoming(this.stream, handle, this.native);
-    this.outgoing = new Outgoing(this.stream, this.session, handle, this.channels, this.native);
+    this.outgoing = new Outgoing(this.stream, this.session, handle, this.channels, this.native, () => this.onWriteFailed());
+    // Set by acceptLoop: reads every complete frame and hands each to `accept`.
+    this.dispatchFrames = null;
   }
 
   // Setting frameMax (tuning does, and so do tests) tells the native session too.
@@ -193,6 +195,15 @@ class Connection extends EventEmitter {
     this.closeBecause(reason, code);
   }
 
+  // A write to the stream failed, the server having gone (the native socket looks after this
+  // itself). What the server sent before it went, its connection.close say, is read and
+  // handled before the stream's error, which follows on a later tick, is reported.
+  onWriteFailed() {
+    if (this.dispatchFrames && !this.expectSocketClose && this.incoming.keepLeftovers()) {
+      process.nextTick(this.dispatchFrames);
+    }
+  }
+
   onSocketError(err) {
     // Registered for both 'error' and 'end': only the first counts.
     if (this.expectSocketClose) return;
@@ -291,7 +302,7 @@ class Connection extends EventEmitter {
   // Dispatches every frame as reads arrive; frame errors close the connection.
   acceptLoop() {
     const incoming = this.incoming;
-    const go = () => {
+    const go = (this.dispatchFrames = () => {
       try {
         let frame = incoming.nextFrame(true);
         while (frame) {
@@ -302,7 +313,7 @@ class Connection extends EventEmitter {
         this.emit('frameError', e);
       }
       this.flush();
-    };
+    });
     this.stream.on('readable', go);
     go();
   }

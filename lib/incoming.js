@@ -6,6 +6,7 @@
 // A native socket parses as it reads and hands over each read's tape itself; any other stream
 // hands over bytes, which the session parses here.
 
+const fs = require('node:fs');
 const native = require('./native');
 const defs = require('./defs');
 const { HEARTBEAT } = require('./frame');
@@ -37,6 +38,40 @@ class Incoming {
     this.dispatched = messageFrame();
     this.readSinceLastCheck = false;
     this.bytesReadAtLastCheck = 0;
+    // What keepLeftovers read from a failing stream's descriptor, taken after the stream's own.
+    this.leftovers = null;
+  }
+
+  // A write to the stream has just failed (the server has gone): Node will close the socket on
+  // the next tick, dropping what the kernel still holds for it, which may be the server's last
+  // words (the connection.close it sent just before resetting the connection). Reads that now,
+  // straight from the descriptor, to be taken as the stream's last data. Only a plain TCP
+  // socket on a platform with descriptors can: a TLS socket's bytes would need decrypting, and
+  // Windows sockets have none. True when something was read.
+  keepLeftovers() {
+    const fd = this.stream.encrypted ? -1 : this.stream._handle?.fd;
+    if (!Number.isInteger(fd) || fd < 0) return false;
+    const chunks = [];
+    for (;;) {
+      const chunk = Buffer.allocUnsafe(64 * 1024);
+      let n = 0;
+      try {
+        n = fs.readSync(fd, chunk, 0, chunk.length, null);
+      } catch {
+        break; // EAGAIN: nothing more; any other error: the socket has no more to give
+      }
+      if (n === 0) break;
+      chunks.push(chunk.subarray(0, n));
+    }
+    if (chunks.length === 0) return false;
+    this.leftovers = Buffer.concat([...(this.leftovers ? [this.leftovers] : []), ...chunks]);
+    return true;
+  }
+
+  takeLeftovers() {
+    const leftovers = this.leftovers;
+    this.leftovers = null;
+    return leftovers;
   }
 
   // The next decoded frame, reading from the stream as needed; false when none is complete.
@@ -47,7 +82,7 @@ class Incoming {
   nextFrame(forDispatch = false) {
     while (this.next >= this.tape[TAPE_END]) {
       this.releaseTape();
-      const input = this.stream.read();
+      const input = this.stream.read() ?? this.takeLeftovers();
       if (input === null) return false;
       this.readSinceLastCheck = true;
       if (this.parsedAsRead) {

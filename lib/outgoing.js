@@ -27,12 +27,14 @@ class Outgoing {
   // the connection's channel records (see Connection#freshChannel), whose `waiting` and
   // `lastPublish` are kept here; `writesItself` says the stream is a native socket, which
   // writes from the session itself.
-  constructor(stream, session, handle, channels, writesItself) {
+  // `onWriteFailed` is called when a write to the stream fails at once.
+  constructor(stream, session, handle, channels, writesItself, onWriteFailed) {
     this.stream = stream;
     this.session = session;
     this.handle = handle;
     this.channels = channels;
     this.writesItself = writesItself;
+    this.onWriteFailed = onWriteFailed;
     this.sentSinceLastCheck = false;
     this.flushScheduled = false;
     this.writeStalled = false;
@@ -82,7 +84,11 @@ class Outgoing {
   // Hands the session's output to the stream; false when the stream asks us to wait.
   writeOutput() {
     const out = native.takeOutput(this.handle);
-    return out === null || this.stream.write(out);
+    if (out === null) return true;
+    const more = this.stream.write(out);
+    // A write that fails at once marks the stream errored now, and destroys it a tick later.
+    if (this.stream.errored) this.onWriteFailed();
+    return more;
   }
 
   // Everything has been handed to the stream: no channel has messages waiting.

@@ -26,8 +26,19 @@ pub struct Driver {
     ending: bool,
     /// Output could not all be written; tell JS when it has been.
     drain_owed: bool,
+    /// A socket error found (by the poll, or by a write) but not yet told to JS: what the
+    /// kernel still holds is read and handed over first, so that a server's last words (a
+    /// connection.close sent just before it reset the socket) are heard before the error.
+    failure: Option<Failure>,
     /// The bindings' poll callback, given again whenever the events polled for change.
     on_poll: uv::PollCallback,
+}
+
+/// A socket error, as JS is told it (`read ECONNRESET`, `write EPIPE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Failure {
+    pub errno: i32,
+    pub syscall: &'static str,
 }
 
 /// What the bindings do next for a wake-up.
@@ -39,6 +50,12 @@ pub enum Step {
     Fail { errno: i32, syscall: &'static str },
     /// Tell JS the socket is closed (everything asked for was written), then close it.
     Close,
+}
+
+impl Step {
+    fn failed(failure: Failure) -> Step {
+        Step::Fail { errno: failure.errno, syscall: failure.syscall }
+    }
 }
 
 /// Where a wake-up is.
@@ -86,7 +103,7 @@ impl Driver {
         }
         // SAFETY: the handle is initialised; the caller keeps `data` valid until close.
         unsafe { uv::set_data(poll, data) };
-        let driver = Driver { tcp, poll, connecting: true, ending: false, drain_owed: false, on_poll };
+        let driver = Driver { tcp, poll, connecting: true, ending: false, drain_owed: false, failure: None, on_poll };
         driver.poll_for(uv::WRITABLE);
         Ok(driver)
     }
@@ -123,16 +140,27 @@ impl Driver {
         Ok(all)
     }
 
-    /// Writes what is queued, from JS: 1 all written, 0 the rest waits (a drain follows), or a
-    /// negative errno.
+    /// Writes what is queued, from JS: 1 all written, or 0 the rest waits (a drain follows).
+    /// A write that fails is reported by the poll callback, once it has read what the socket
+    /// still holds (see `failure`).
     pub fn flush(&mut self, core: &mut Connection) -> i32 {
-        if self.connecting || self.drain_owed {
+        if self.connecting || self.drain_owed || self.failure.is_some() {
             return 0; // the poll callback writes when the socket is ready
         }
         match self.write_out(core) {
             Ok(all) => all as i32,
-            Err(e) => -errno_of(&e),
+            Err(e) => {
+                self.fail_after_reads(Failure { errno: errno_of(&e), syscall: "write" });
+                0
+            }
         }
+    }
+
+    /// Keeps the first error found, to be reported once nothing is left to read; the poll
+    /// (which libuv stops on a socket error) is asked to come back for those reads.
+    fn fail_after_reads(&mut self, failure: Failure) {
+        self.failure.get_or_insert(failure);
+        self.poll_for(uv::READABLE | uv::WRITABLE);
     }
 
     /// Asks to close once what is queued is written: true if that is now (the caller closes),
@@ -184,7 +212,14 @@ impl Wake {
                 (false, libc::EPIPE) => "write",
                 _ => "read",
             };
-            return Some(Step::Fail { errno, syscall });
+            if driver.connecting {
+                return Some(Step::Fail { errno, syscall });
+            }
+            driver.fail_after_reads(Failure { errno, syscall });
+        }
+        if driver.failure.is_some() {
+            self.stage = Stage::Reading;
+            return None;
         }
         if driver.connecting {
             if self.events & uv::WRITABLE == 0 {
@@ -209,7 +244,7 @@ impl Wake {
         match core.receive_with(|buf| tcp.read(buf)) {
             Ok(read) if read.filled == 0 => {
                 self.stage = Stage::Done;
-                Some(Step::Emit(SocketEvent::End))
+                Some(driver.failure.map_or(Step::Emit(SocketEvent::End), Step::failed))
             }
             Ok(read) => {
                 self.more = read.filled == read.offered;
@@ -218,34 +253,49 @@ impl Wake {
                     self.stage = Stage::Replying;
                     return Some(Step::Emit(SocketEvent::Data));
                 }
-                self.after_read();
+                self.after_read(driver);
                 None
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if let Some(failure) = driver.failure {
+                    self.stage = Stage::Done;
+                    return Some(Step::failed(failure));
+                }
                 self.stage = Stage::Writing;
                 None
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => None,
             Err(e) => {
+                // An error from a read comes only once the data before it has been read.
                 self.stage = Stage::Done;
-                Some(Step::Fail { errno: errno_of(&e), syscall: "read" })
+                Some(Step::failed(driver.failure.unwrap_or(Failure { errno: errno_of(&e), syscall: "read" })))
             }
         }
     }
 
-    /// Reads on while the socket may have more and the budget lasts; then writes.
-    fn after_read(&mut self) {
-        // When the budget is spent, more may wait: the poll fires again on the next turn.
-        self.stage = if self.more && self.budget > 0 { Stage::Reading } else { Stage::Writing };
+    /// Reads on while the socket may have more (until it has nothing left, when a failure
+    /// waits) and the budget lasts; then writes.
+    fn after_read(&mut self, driver: &mut Driver) {
+        let draining = driver.failure.is_some();
+        self.stage = match (self.budget > 0, draining) {
+            (true, true) => Stage::Reading,
+            (true, false) if self.more => Stage::Reading,
+            // When the budget is spent, more may wait: the poll fires again on the next turn
+            // (a failure waiting has asked it to).
+            (false, true) => Stage::Done,
+            _ => Stage::Writing,
+        };
     }
 
-    /// A reply to what was read leaves before this read returns.
+    /// A reply to what was read leaves before this read returns; if it cannot, the failure
+    /// waits for the rest of what is readable.
     fn reply(&mut self, driver: &mut Driver, core: &mut Connection) -> Option<Step> {
-        if let Err(e) = driver.write_out(core) {
-            self.stage = Stage::Done;
-            return Some(Step::Fail { errno: errno_of(&e), syscall: "write" });
+        if driver.failure.is_none() {
+            if let Err(e) = driver.write_out(core) {
+                driver.fail_after_reads(Failure { errno: errno_of(&e), syscall: "write" });
+            }
         }
-        self.after_read();
+        self.after_read(driver);
         None
     }
 
@@ -255,7 +305,11 @@ impl Wake {
             return None;
         }
         match driver.write_out(core) {
-            Err(e) => Some(Step::Fail { errno: errno_of(&e), syscall: "write" }),
+            Err(e) => {
+                driver.fail_after_reads(Failure { errno: errno_of(&e), syscall: "write" });
+                self.stage = Stage::Reading;
+                None
+            }
             Ok(false) => None,
             Ok(true) if driver.ending => Some(Step::Close),
             Ok(true) => {
