@@ -5,6 +5,7 @@
 const { connect: openConnection } = require('./lib/connect');
 const { CallbackModel } = require('./lib/callback_model');
 const recovery = require('./lib/recovery');
+const { nodesOf } = require('./lib/nodes');
 const credentials = require('./lib/credentials');
 const { IllegalOperationError } = require('./lib/error');
 
@@ -16,7 +17,7 @@ function openCallbackModel(url, socketOptions, cb) {
 }
 
 // connect(url, socketOptions, cb), connect(url, cb) or connect(cb).
-// Without a URL, amqp://localhost is used. A URL with a protocol other
+// Without a URL, amqp://localhost is used; a list of nodes' URLs is tried in turn (lib/nodes.js). A URL with a protocol other
 // than amqp: or amqps: throws. With a `recovery` option, the callback
 // receives a RecoveringCallbackModel, which is also returned.
 function connect(url, socketOptions, cb) {
@@ -34,11 +35,11 @@ function connect(url, socketOptions, cb) {
 
   const { connectionOptions, recovery: recoveryOptions } = recovery.splitConnectionOptions(options);
   if (recovery.recoveryEnabled(recoveryOptions)) {
-    const openModel = () =>
+    const openModel = (node) =>
       new Promise((resolve, reject) => {
-        openCallbackModel(target, connectionOptions, (err, model) => (err ? reject(err) : resolve(model)));
+        openCallbackModel(node, connectionOptions, (err, model) => (err ? reject(err) : resolve(model)));
       });
-    return recovery.connectWithRecoveryCallback(openModel, recoveryOptions, callback);
+    return recovery.connectWithRecoveryCallback(openModel, recoveryOptions, callback, nodesOf(target));
   }
 
   openCallbackModel(target, connectionOptions, typeof callback === 'function' ? callback : () => {});

@@ -5,6 +5,7 @@
 const { connect: openConnection } = require('./lib/connect');
 const { ChannelModel } = require('./lib/channel_model');
 const recovery = require('./lib/recovery');
+const { nodesOf } = require('./lib/nodes');
 const credentials = require('./lib/credentials');
 const { IllegalOperationError } = require('./lib/error');
 
@@ -20,11 +21,18 @@ function openChannelModel(url, socketOptions) {
 }
 
 // connect([url[, socketOptions]]) -> Promise<ChannelModel>; with a
-// `recovery` option, a Promise of a RecoveringPromiseModel instead.
+// `recovery` option, a Promise of a RecoveringPromiseModel instead. `url` may be a list of
+// nodes' URLs (lib/nodes.js).
 function connect(url, socketOptions) {
   const { connectionOptions, recovery: recoveryOptions } = recovery.splitConnectionOptions(socketOptions);
   if (recovery.recoveryEnabled(recoveryOptions)) {
-    return recovery.connectWithRecoveryPromise(() => openChannelModel(url, connectionOptions), recoveryOptions);
+    let nodes;
+    try {
+      nodes = nodesOf(url);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return recovery.connectWithRecoveryPromise((node) => openChannelModel(node, connectionOptions), recoveryOptions, nodes);
   }
   return openChannelModel(url, connectionOptions);
 }

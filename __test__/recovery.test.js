@@ -103,6 +103,8 @@ describe('recovery options', () => {
       setup: null,
       waitForConnect: true,
       calculateDelay: null,
+      shuffle: false,
+      preferredNode: undefined,
     });
     const n = recovery.normaliseRecoveryOptions({
       initialDelay: -5,
@@ -123,6 +125,8 @@ describe('recovery options', () => {
       setup: null,
       waitForConnect: true, // only `false` turns it off
       calculateDelay: null,
+      shuffle: false,
+      preferredNode: undefined,
     });
     assert.strictEqual(recovery.normaliseRecoveryOptions({ initialDelay: 500, maxDelay: 100 }).maxDelay, 500);
     assert.strictEqual(recovery.normaliseRecoveryOptions({ maxRetries: 'lots' }).maxRetries, Infinity);

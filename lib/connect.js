@@ -15,6 +15,7 @@ const net = require('node:net');
 const { NativeSocket } = require('./native_socket');
 const QS = require('node:querystring');
 const credentials = require('./credentials');
+const { checkNodeList, openFirst } = require('./nodes');
 const pkg = require('../package.json');
 
 const DEFAULT_FRAME_MAX = 131072; // RabbitMQ 4.1 refuses smaller maxima
@@ -204,10 +205,23 @@ function abandon(sock) {
   sock.destroy();
 }
 
+// Open a connection to `url`, or to the first node of a list of them that will (see
+// lib/nodes.js); calls `openCallback(null, connection)` or `openCallback(err)`. Throws
+// synchronously if a single URL's protocol is neither amqp: nor amqps:, or a list is empty or
+// holds anything but URLs.
+function connect(url, socketOptions, openCallback) {
+  if (!Array.isArray(url)) {
+    connectToNode(url, socketOptions, openCallback);
+    return;
+  }
+  checkNodeList(url);
+  openFirst(url, (node, cb) => connectToNode(node, socketOptions, cb), openCallback);
+}
+
 // Open a socket and run the AMQP opening handshake over it; calls
 // `openCallback(null, connection)` or `openCallback(err)`. Throws
 // synchronously if the URL's protocol is neither amqp: nor amqps:.
-function connect(url, socketOptions, openCallback) {
+function connectToNode(url, socketOptions, openCallback) {
   const plan = prepareConnect(url, socketOptions);
 
   // The socket error, the timeout and the handshake can each report a

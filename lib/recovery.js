@@ -16,12 +16,20 @@
 // caller given the model at once (`waitForConnect: false`) can listen
 // for its events and can close() it before the attempt ends.
 //
-// Events: 'connect' (model), 'disconnect' (err), 'connect-failed' (err),
+// With a list of nodes (lib/nodes.js), each attempt is a round of the list: after a
+// disconnect the next node is tried at once, and the backoff delay and `maxRetries` apply
+// to whole rounds that failed. `shuffle` mixes the list once (so that a fleet of services
+// does not pile onto its first node), and `preferredNode` (an index in the list as given)
+// is where the first round starts. A single URL is a list of one, as amqplib 2.3.1 has it.
+//
+// Events: 'connect' (model, { index, node }: which node of the list, and its address),
+// 'disconnect' (err), 'connect-failed' (err),
 // 'reconnect-scheduled' ({ attempt, delay, error }), 'reconnect-failed'
 // (err), plus 'blocked', 'unblocked', 'error', 'update-secret-ok' and
 // 'handler-error' passed through from the current model.
 
 const EventEmitter = require('node:events');
+const { allNodesFailed, describeNode } = require('./nodes');
 
 const DEFAULTS = Object.freeze({
   initialDelay: 100, // ms before the first retry
@@ -32,6 +40,8 @@ const DEFAULTS = Object.freeze({
   setup: null,
   waitForConnect: true, // connect() settles with the first connection, not before
   calculateDelay: null, // (attempt) => ms, in place of the backoff
+  shuffle: false, // a list of nodes is tried in an order of its own, drawn once
+  preferredNode: undefined, // the index of the node in the list as given that is tried first
 });
 
 // Events of the underlying model that are simply re-emitted.
@@ -87,7 +97,27 @@ function normaliseRecoveryOptions(recovery) {
     setup: typeof given.setup === 'function' ? given.setup : null,
     waitForConnect: given.waitForConnect !== false,
     calculateDelay: typeof given.calculateDelay === 'function' ? given.calculateDelay : null,
+    shuffle: !!given.shuffle,
+    preferredNode: given.preferredNode ?? DEFAULTS.preferredNode,
   };
+}
+
+// The order in which a round goes through the nodes (indices into the list as given), and
+// where the first round starts: at the preferred node, else at the order's first. Throws a
+// TypeError on a preferredNode that is no index.
+function nodeOrder(count, settings) {
+  const { preferredNode } = settings;
+  if (preferredNode !== undefined && (!Number.isInteger(preferredNode) || preferredNode < 0 || preferredNode >= count)) {
+    throw new TypeError(`recovery.preferredNode must be the index of a node in the list (0 to ${count - 1}); got ${String(preferredNode)}`);
+  }
+  const order = Array.from({ length: count }, (_, i) => i);
+  if (settings.shuffle) {
+    for (let i = count - 1; i > 0; i--) {
+      const j = Math.floor(Math.random() * (i + 1));
+      [order[i], order[j]] = [order[j], order[i]];
+    }
+  }
+  return { order, start: preferredNode === undefined ? 0 : order.indexOf(preferredNode) };
 }
 
 // The built-in delay before retry number `attempt` (1, 2, ...):
@@ -153,6 +183,9 @@ function connectionClosedError() {
 class RecoveringModel extends EventEmitter {
   #openModel;
   #settings;
+  #nodes; // the URLs, as given
+  #order; // the indices of #nodes in the order rounds take them
+  #next; // the position in #order the next round starts from
   #model = null; // the current, connected model
   #detachModel = null; // undoes the listeners put on #model
   #waiters = []; // callers waiting for a model
@@ -167,10 +200,14 @@ class RecoveringModel extends EventEmitter {
   #resolveFirst;
   #rejectFirst;
 
-  constructor(openModel, recovery) {
+  // `openModel(url)` opens a model on one node of `nodes` (lib/nodes.js nodesOf); throws a
+  // TypeError on a bad preferredNode.
+  constructor(openModel, recovery, nodes = [undefined]) {
     super();
     this.#openModel = openModel;
     this.#settings = normaliseRecoveryOptions(recovery);
+    this.#nodes = nodes;
+    ({ order: this.#order, start: this.#next } = nodeOrder(nodes.length, this.#settings));
     this.#firstConnect = new Promise((resolve, reject) => {
       this.#resolveFirst = resolve;
       this.#rejectFirst = reject;
@@ -268,27 +305,55 @@ class RecoveringModel extends EventEmitter {
     if (this.#stopped) return;
     const err = asError(maybeErr, 'Connection closed');
     this.emit('disconnect', err);
-    this.#scheduleReconnect(err);
+    // Another node may well be up: try the next one at once (a node of its own is retried
+    // after a delay, as amqplib does).
+    if (this.#nodes.length > 1) setImmediate(() => this.#connect());
+    else this.#scheduleReconnect(err);
   }
 
+  // One round: each node in turn, from #next, until one connects; if none does, the next
+  // round is scheduled.
   async #connect() {
     if (this.#stopped || this.#connecting) return;
     this.#connecting = true;
+    const tried = [];
+    const errors = [];
+    try {
+      for (let k = 0; k < this.#order.length && !this.#stopped; k++) {
+        const position = (this.#next + k) % this.#order.length;
+        const err = await this.#connectTo(position);
+        if (err === null) return;
+        tried.push(this.#nodes[this.#order[position]]);
+        errors.push(err);
+      }
+      this.#scheduleReconnect(errors.length === 1 ? errors[0] : allNodesFailed(tried, errors));
+    } finally {
+      this.#connecting = false;
+    }
+  }
+
+  // Opens and sets up a model on the node at `position` of #order: null once it is the
+  // current model (or close() came meanwhile), else the error.
+  async #connectTo(position) {
+    const index = this.#order[position];
     let model = null;
     try {
-      model = await this.#openModel();
+      model = await this.#openModel(this.#nodes[index]);
       // close() may have been called while the model opened: then no setup.
       if (!this.#stopped) await runSetup(this.#settings.setup, model);
       if (this.#stopped) {
         await this.#closeQuietly(model);
-        return;
+        return null;
       }
       this.#attempt = 0;
       this.#connectedOnce = true;
+      // Should this node go, the round after starts from the next one.
+      this.#next = (position + 1) % this.#order.length;
       this.#adoptModel(model);
       this.#settleFirst(null);
       this.#resolveWaiters(model);
-      this.emit('connect', model);
+      this.emit('connect', model, { index, node: describeNode(this.#nodes[index]) });
+      return null;
     } catch (caught) {
       const err = asError(caught, 'Connection recovery failed');
       if (model) {
@@ -298,9 +363,7 @@ class RecoveringModel extends EventEmitter {
         this.#closeQuietly(model);
       }
       this.emit('connect-failed', err);
-      this.#scheduleReconnect(err);
-    } finally {
-      this.#connecting = false;
+      return err;
     }
   }
 
@@ -432,14 +495,21 @@ class RecoveringCallbackModel extends RecoveringModel {
 
 // With `waitForConnect: false` the model is handed over at once (the
 // callback on the next tick), before its first attempt has started.
-function connectWithRecoveryPromise(openModel, recovery) {
-  const model = new RecoveringPromiseModel(openModel, recovery);
+// `openModel(url)` opens a model on one of `nodes` (a single URL when not given). The
+// arguments before `nodes` are amqplib 2.3.1's.
+function connectWithRecoveryPromise(openModel, recovery, nodes) {
+  let model;
+  try {
+    model = new RecoveringPromiseModel(openModel, recovery, nodes);
+  } catch (err) {
+    return Promise.reject(err);
+  }
   if (!model._settings.waitForConnect) return Promise.resolve(model);
   return model.waitForConnect();
 }
 
-function connectWithRecoveryCallback(openModel, recovery, cb) {
-  const model = new RecoveringCallbackModel(openModel, recovery);
+function connectWithRecoveryCallback(openModel, recovery, cb, nodes) {
+  const model = new RecoveringCallbackModel(openModel, recovery, nodes);
   if (model._settings.waitForConnect) model.waitForConnect(cb);
   else if (typeof cb === 'function') process.nextTick(cb, null, model);
   return model;

@@ -1,0 +1,263 @@
+'use strict';
+// A list of nodes (issue 25): `connect([url, ...])` in both APIs, without and with recovery,
+// against scripted servers standing in for a cluster's nodes (and a port nobody listens on).
+
+const { describe, it } = require('node:test');
+const assert = require('node:assert');
+const net = require('node:net');
+const defs = require('../lib/defs');
+const { fakeServer } = require('./fake_server');
+const { describeNode } = require('../lib/nodes');
+
+const amqp = require('..');
+const amqpCallback = require('../callback_api');
+
+const FORCED = "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'";
+
+// A node that counts its connections, answers a client's close, and can be stopped as a
+// broker node stops: connection.close(320), a reset, and no more listening.
+async function node() {
+  const peers = [];
+  const server = await fakeServer(async (peer) => {
+    peer.socket.setNoDelay(true);
+    peers.push(peer);
+    for (;;) {
+      const frame = await peer.expect().catch(() => null);
+      if (frame === null) return;
+      if (frame.id === defs.ConnectionClose) peer.send(defs.ConnectionCloseOk, {});
+      if (frame.id === defs.ChannelOpen) peer.send(defs.ChannelOpenOk, { channelId: Buffer.alloc(0) }, frame.channel);
+      peer.conn.flush();
+    }
+  });
+  return {
+    url: server.url,
+    peers,
+    async stop() {
+      for (const peer of peers) {
+        if (peer.socket.destroyed) continue;
+        peer.send(defs.ConnectionClose, { replyCode: 320, replyText: FORCED, classId: 0, methodId: 0 });
+        peer.conn.flush();
+        peer.socket.resetAndDestroy();
+      }
+      await server.close();
+    },
+  };
+}
+
+// A port with nobody listening on it.
+async function deadUrl() {
+  const server = net.createServer();
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  return `amqp://127.0.0.1:${port}`;
+}
+
+// A node that accepts TCP connections and then says nothing.
+async function silentNode() {
+  const sockets = new Set();
+  const server = net.createServer((s) => sockets.add(s));
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `amqp://127.0.0.1:${server.address().port}`,
+    close: () => {
+      for (const s of sockets) s.destroy();
+      return new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+function recordEvents(model) {
+  const log = [];
+  model.on('connect', (m, which) => log.push(`connect ${which.index}`));
+  model.on('disconnect', (err) => log.push(`disconnect ${err.code}`));
+  model.on('connect-failed', () => log.push('connect-failed'));
+  model.on('reconnect-scheduled', ({ attempt }) => log.push(`reconnect-scheduled ${attempt}`));
+  model.on('reconnect-failed', () => log.push('reconnect-failed'));
+  return log;
+}
+
+describe('a list of nodes, without recovery', () => {
+  it('connects to the first node that completes the handshake, skipping a refused one', async () => {
+    const dead = await deadUrl();
+    const a = await node();
+    const b = await node();
+    try {
+      const model = await amqp.connect([dead, a.url, b.url]);
+      assert.strictEqual(a.peers.length, 1);
+      assert.strictEqual(b.peers.length, 0);
+      await model.close();
+    } finally {
+      await a.stop();
+      await b.stop();
+    }
+  });
+
+  it('skips a node that times out (each node has its own connect timeout) and one that hangs up in the handshake', async () => {
+    const silent = await silentNode();
+    const hangsUp = net.createServer((s) => s.destroy());
+    await new Promise((resolve) => hangsUp.listen(0, '127.0.0.1', resolve));
+    const a = await node();
+    try {
+      const started = Date.now();
+      const model = await amqp.connect([silent.url, `amqp://127.0.0.1:${hangsUp.address().port}`, a.url], { timeout: 200 });
+      assert.ok(Date.now() - started < 2000, 'the silent node held the connect up');
+      assert.strictEqual(a.peers.length, 1);
+      await model.close();
+    } finally {
+      await silent.close();
+      await new Promise((resolve) => hangsUp.close(resolve));
+      await a.stop();
+    }
+  });
+
+  it('fails, when no node connects, with one error that names each node and its failure (credentials left out)', async () => {
+    const one = await deadUrl();
+    const two = await deadUrl();
+    const withSecret = two.replace('amqp://', 'amqp://user:s3cret@');
+    const err = await amqp.connect([one, withSecret]).then(
+      () => assert.fail('connected'),
+      (e) => e,
+    );
+    assert.ok(err instanceof AggregateError);
+    assert.strictEqual(err.code, 'ECONNREFUSED');
+    assert.strictEqual(err.errors.length, 2);
+    assert.ok(err.errors.every((e) => e.code === 'ECONNREFUSED'));
+    assert.strictEqual(
+      err.message,
+      `Could not connect to any of the 2 nodes (${one}: ${err.errors[0].message}; ${two}: ${err.errors[1].message})`,
+    );
+    assert.ok(!err.message.includes('s3cret'));
+  });
+
+  it('takes each URL with its own query options, and URL objects beside strings', async () => {
+    const a = await node();
+    try {
+      const { port } = new URL(a.url);
+      const model = await amqp.connect([await deadUrl(), { hostname: '127.0.0.1', port: Number(port), heartbeat: 7 }]);
+      assert.strictEqual(model.connection.heartbeat, 7);
+      await model.close();
+      const other = await amqp.connect([await deadUrl(), `${a.url}?heartbeat=9`], { heartbeat: 3 });
+      assert.strictEqual(other.connection.heartbeat, 9);
+      await other.close();
+    } finally {
+      await a.stop();
+    }
+  });
+
+  it('refuses an empty list, or one with anything but URLs, with a TypeError (both APIs)', async () => {
+    await assert.rejects(amqp.connect([]), { name: 'TypeError', message: 'Expected at least one URL in the list of nodes' });
+    await assert.rejects(amqp.connect(['amqp://localhost', 5]), { name: 'TypeError', message: 'Expected a URL string or object for node 1; got number' });
+    await assert.rejects(amqp.connect([null], { recovery: true }), { name: 'TypeError' });
+    assert.throws(() => amqpCallback.connect([], () => {}), { name: 'TypeError' });
+  });
+
+  it('works in the callback API', async () => {
+    const a = await node();
+    try {
+      const model = await new Promise((resolve, reject) =>
+        amqpCallback.connect([deadUrlSync(), a.url], {}, (err, m) => (err ? reject(err) : resolve(m))),
+      );
+      assert.strictEqual(a.peers.length, 1);
+      await new Promise((resolve) => model.close(resolve));
+    } finally {
+      await a.stop();
+    }
+  });
+});
+
+// Port 1 on loopback: nobody listens there unprivileged.
+function deadUrlSync() {
+  return 'amqp://127.0.0.1:1';
+}
+
+describe('a list of nodes, with recovery', () => {
+  it('after a node stops, connects to the next one at once (no delay), and on round the list', async () => {
+    const nodes = [await node(), await node(), await node()];
+    const model = await amqp.connect(
+      nodes.map((n) => n.url),
+      { recovery: { initialDelay: 5000 } }, // a delay would time the test out
+    );
+    const log = recordEvents(model);
+    try {
+      for (const i of [0, 1]) {
+        const next = new Promise((resolve) => model.once('connect', resolve));
+        const stopped = Date.now();
+        await nodes[i].stop();
+        await next;
+        assert.ok(Date.now() - stopped < 1000);
+        assert.strictEqual(nodes[i + 1].peers.length, 1);
+      }
+      assert.deepStrictEqual(log, ['disconnect 320', 'connect 1', 'disconnect 320', 'connect 2']);
+    } finally {
+      await model.close();
+      await nodes[2].stop();
+    }
+  });
+
+  it('the backoff delay and maxRetries count whole rounds of the list', async () => {
+    const urls = [await deadUrl(), await deadUrl(), await deadUrl()];
+    const model = await amqp.connect(urls, { recovery: { initialDelay: 1, maxDelay: 1, jitter: 0, maxRetries: 2, waitForConnect: false } });
+    const log = recordEvents(model);
+    await new Promise((resolve) => model.once('reconnect-failed', resolve));
+    const round = ['connect-failed', 'connect-failed', 'connect-failed'];
+    assert.deepStrictEqual(log, [...round, 'reconnect-scheduled 1', ...round, 'reconnect-scheduled 2', ...round, 'reconnect-failed']);
+  });
+
+  it("starts from preferredNode; the 'connect' event says which node, without credentials", async () => {
+    const nodes = [await node(), await node()];
+    try {
+      const urls = nodes.map((n) => n.url.replace('amqp://', 'amqp://guest:guest@'));
+      const model = await amqp.connect(urls, { recovery: { preferredNode: 1, waitForConnect: false } });
+      const [, which] = await new Promise((resolve) => model.once('connect', (...args) => resolve(args)));
+      assert.deepStrictEqual(which, { index: 1, node: nodes[1].url });
+      assert.strictEqual(nodes[0].peers.length, 0);
+      await model.close();
+      await assert.rejects(amqp.connect(urls, { recovery: { preferredNode: 2 } }), { name: 'TypeError' });
+    } finally {
+      for (const n of nodes) await n.stop();
+    }
+  });
+
+  it('shuffle spreads first connections over the nodes', async () => {
+    const nodes = [await node(), await node(), await node()];
+    try {
+      for (let i = 0; i < 20; i++) {
+        const model = await amqp.connect(nodes.map((n) => n.url), { recovery: { shuffle: true } });
+        await model.close();
+      }
+      const used = nodes.filter((n) => n.peers.length > 0).length;
+      assert.ok(used >= 2, `20 shuffled connections all went to one node`);
+    } finally {
+      for (const n of nodes) await n.stop();
+    }
+  });
+
+  it('works in the callback API', async () => {
+    const a = await node();
+    try {
+      const model = await new Promise((resolve, reject) =>
+        amqpCallback.connect([deadUrlSync(), a.url], { recovery: { initialDelay: 1 } }, (err, m) => (err ? reject(err) : resolve(m))),
+      );
+      assert.strictEqual(a.peers.length, 1);
+      await new Promise((resolve) => model.close(resolve));
+    } finally {
+      await a.stop();
+    }
+  });
+
+  it('a single URL keeps its delay before a retry, as amqplib 2.3.1', async () => {
+    const model = await amqp.connect(deadUrlSync(), { recovery: { initialDelay: 1, jitter: 0, maxRetries: 1, waitForConnect: false } });
+    const log = recordEvents(model);
+    await new Promise((resolve) => model.once('reconnect-failed', resolve));
+    assert.deepStrictEqual(log, ['connect-failed', 'reconnect-scheduled 1', 'connect-failed', 'reconnect-failed']);
+  });
+});
+
+describe('describeNode', () => {
+  it('names a node by protocol, host, port and vhost only', () => {
+    assert.strictEqual(describeNode('amqps://u:p@host.example:5671/vh?heartbeat=1'), 'amqps://host.example:5671/vh');
+    assert.strictEqual(describeNode({ protocol: 'amqp', hostname: 'h', username: 'u', password: 'p' }), 'amqp://h:5672/');
+    assert.strictEqual(describeNode('not a url'), 'a URL that does not parse');
+  });
+});

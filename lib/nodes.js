@@ -1,0 +1,76 @@
+'use strict';
+// A list of nodes: `connect([url, url, ...], socketOptions)`, for a RabbitMQ cluster. Each
+// entry is a URL string or object, as `connect` takes one, with its own credentials, vhost
+// and query options where it gives them, and the socket options shared. Without recovery the
+// first node that completes the handshake wins; lib/recovery.js goes round the list itself.
+// amqplib takes an array for a URL object with no host, and connects to localhost.
+
+// Throws a TypeError unless `urls` is a non-empty list of URL strings or objects.
+function checkNodeList(urls) {
+  if (urls.length === 0) throw new TypeError('Expected at least one URL in the list of nodes');
+  urls.forEach((url, i) => {
+    if (typeof url !== 'string' && (url === null || typeof url !== 'object' || Array.isArray(url))) {
+      throw new TypeError(`Expected a URL string or object for node ${i}; got ${url === null ? 'null' : typeof url}`);
+    }
+  });
+}
+
+// The nodes `connect` was given: a checked list, or a single URL (whatever it is: it is
+// checked as amqplib checks it) as a list of one.
+function nodesOf(url) {
+  if (!Array.isArray(url)) return [url];
+  checkNodeList(url);
+  return url;
+}
+
+// How messages and events name a node: its protocol, host, port and vhost, never its
+// credentials.
+function describeNode(url) {
+  if (typeof url === 'object') {
+    const protocol = url.protocol || 'amqp';
+    return `${protocol}://${url.hostname || 'localhost'}:${url.port || (protocol === 'amqp' ? 5672 : 5671)}/${url.vhost || ''}`;
+  }
+  try {
+    const parts = new URL(url);
+    return `${parts.protocol}//${parts.host}${parts.pathname}`;
+  } catch {
+    return 'a URL that does not parse';
+  }
+}
+
+// Every node failed: one error that names each node and its failure, as net.connect's
+// AggregateError does for the addresses of one host name (its code is the first error's).
+function allNodesFailed(urls, errors) {
+  const each = urls.map((url, i) => `${describeNode(url)}: ${errors[i].message}`).join('; ');
+  const err = new AggregateError(errors, `Could not connect to any of the ${urls.length} nodes (${each})`);
+  err.code = errors[0].code;
+  return err;
+}
+
+// Calls `open(url, cb)` for each node in turn, from the first, until one calls back with no
+// error; then `cb(null, value)`, else `cb(allNodesFailed(...))`. A node whose `open` throws
+// (a URL of another protocol, say) has failed like any other.
+function openFirst(urls, open, cb) {
+  const errors = [];
+  const tryNode = (i) => {
+    if (i === urls.length) {
+      cb(allNodesFailed(urls, errors));
+      return;
+    }
+    const next = (err, value) => {
+      if (!err) cb(null, value);
+      else {
+        errors.push(err);
+        tryNode(i + 1);
+      }
+    };
+    try {
+      open(urls[i], next);
+    } catch (err) {
+      next(err);
+    }
+  };
+  tryNode(0);
+}
+
+module.exports = { checkNodeList, nodesOf, describeNode, allNodesFailed, openFirst };
