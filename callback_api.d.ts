@@ -12,6 +12,8 @@ import type {
   Message,
   Options,
   ReconnectSchedule,
+  ConnectTarget,
+  ConnectedNode,
   RecoveryOptionsFor,
   Replies,
   ServerProperties,
@@ -21,6 +23,8 @@ import type {
 export type {
   ChannelOptions,
   CommonMessageFields,
+  ConnectTarget,
+  ConnectedNode,
   ConsumeMessage,
   ConsumeMessageFields,
   GetMessage,
@@ -47,18 +51,18 @@ type ReplyCallback<T> = (err: Error, ok: T) => void;
 export declare function connect(callback: (err: Error, connection: Connection) => void): void;
 /** Connects to the broker at `url` (a URL string or connection parameters). */
 export declare function connect(
-  url: string | Options.Connect,
+  url: ConnectTarget,
   callback: (err: Error, connection: Connection) => void,
 ): void;
 /** Connects with explicit socket / TLS options. */
 export declare function connect(
-  url: string | Options.Connect,
+  url: ConnectTarget,
   socketOptions: SocketOptions,
   callback: (err: Error, connection: Connection) => void,
 ): void;
 /** Connects with automatic reconnection; returns the recovering model synchronously. */
 export declare function connect(
-  url: string | Options.Connect,
+  url: ConnectTarget,
   socketOptions: SocketOptions & { recovery: RecoveryOptions | true },
   callback?: (err: Error, connection: RecoveringConnection) => void,
 ): RecoveringConnection;
@@ -120,7 +124,7 @@ export interface RecoveringConnection extends EventEmitter {
   ): ConfirmChannel;
   updateSecret(newSecret: Buffer, reason: string, callback?: (err: Error) => void): void;
 
-  on(event: 'connect', listener: (model: Connection) => void): this;
+  on(event: 'connect', listener: (model: Connection, node: ConnectedNode) => void): this;
   on(event: 'disconnect', listener: (err: Error) => void): this;
   on(event: 'connect-failed', listener: (err: Error) => void): this;
   on(event: 'reconnect-scheduled', listener: (info: ReconnectSchedule) => void): this;

@@ -13,6 +13,8 @@ import type {
   Message,
   Options,
   ReconnectSchedule,
+  ConnectTarget,
+  ConnectedNode,
   RecoveryOptionsFor,
   Replies,
   ServerProperties,
@@ -22,6 +24,8 @@ import type {
 export type {
   ChannelOptions,
   CommonMessageFields,
+  ConnectTarget,
+  ConnectedNode,
   ConsumeMessage,
   ConsumeMessageFields,
   GetMessage,
@@ -46,7 +50,7 @@ export type {
  * it is lost, re-running `recovery.setup` each time.
  */
 export declare function connect(
-  url: string | Options.Connect,
+  url: ConnectTarget,
   socketOptions: SocketOptions & { recovery: RecoveryOptions | true },
 ): Promise<RecoveringChannelModel>;
 /**
@@ -54,7 +58,7 @@ export declare function connect(
  * an object of connection parameters) and resolves once the AMQP handshake
  * has completed.
  */
-export declare function connect(url: string | Options.Connect, socketOptions?: SocketOptions): Promise<ChannelModel>;
+export declare function connect(url: ConnectTarget, socketOptions?: SocketOptions): Promise<ChannelModel>;
 
 /** Builders for the supported SASL authentication mechanisms. */
 export declare const credentials: CredentialFactories;
@@ -118,7 +122,7 @@ export interface RecoveringChannelModel extends EventEmitter {
   createConfirmChannel(options?: ChannelOptions): Promise<ConfirmChannel>;
   updateSecret(newSecret: Buffer, reason: string): Promise<void>;
 
-  on(event: 'connect', listener: (model: ChannelModel) => void): this;
+  on(event: 'connect', listener: (model: ChannelModel, node: ConnectedNode) => void): this;
   on(event: 'disconnect', listener: (err: Error) => void): this;
   on(event: 'connect-failed', listener: (err: Error) => void): this;
   on(event: 'reconnect-scheduled', listener: (info: ReconnectSchedule) => void): this;

@@ -329,6 +329,28 @@ export interface RecoveryOptionsFor<M> {
    * finite number >= 0, recovery gives up (`reconnect-failed`, with that error).
    */
   calculateDelay?: (attempt: number) => number;
+  /**
+   * With a list of nodes: go round it in an order drawn at random once (default false), so
+   * that a fleet of services does not pile onto the first node.
+   */
+  shuffle?: boolean;
+  /** With a list of nodes: the index of the node tried first (default: the first). */
+  preferredNode?: number;
+}
+
+/**
+ * Where to connect: one broker's URL (a string or connection parameters), or a cluster's
+ * nodes as a list of them, tried in turn (each with its own credentials, vhost and query
+ * options where it gives them).
+ */
+export type ConnectTarget = string | Options.Connect | ReadonlyArray<string | Options.Connect>;
+
+/** The second argument of a recovering model's `connect` event: which node it reached. */
+export interface ConnectedNode {
+  /** The node's index in the list given to `connect` (0 for a single URL). */
+  index: number;
+  /** Its protocol, host, port and vhost (never its credentials). */
+  node: string;
 }
 
 /** Shape of the `reconnect-scheduled` event payload. */

@@ -36,6 +36,8 @@ import type {
 
 /** true iff A and B are identical types (not merely mutually assignable). */
 type Same<A, B> = (<X>() => X extends A ? 1 : 2) extends <X>() => X extends B ? 1 : 2 ? true : false;
+/** true iff A and B are assignable to each other. */
+type Mutual<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 /** Compiles only when given `true`. */
 type Ok<V extends true> = V;
 
@@ -45,8 +47,10 @@ declare function use<V>(value: V): void;
 // Part 1: our module matches amqplib 2.3.1's
 // ---------------------------------------------------------------------------
 
-// The module objects are interchangeable, in both directions.
+// Ours stands wherever amqplib's module is expected. Not the other way round, by one
+// addition (issue 25): ours also connects to a list of nodes, which amqplib's does not take.
 const asTheirs: typeof theirs = ours;
+// @ts-expect-error amqplib 2.3.1's connect takes no list of nodes
 const asOurs: typeof ours = theirs;
 use([asTheirs, asOurs]);
 
@@ -55,7 +59,8 @@ type _ValueNames = Ok<Same<keyof typeof ours, keyof typeof theirs>>;
 type _SelfRef = Ok<Same<typeof ours, typeof oursByPath>>;
 
 // Each exported value has the same type.
-type _connect = Ok<Same<typeof ours.connect, typeof theirs.connect>>;
+type _connect = Ok<Mutual<Parameters<typeof theirs.connect>[0], Exclude<ours.ConnectTarget, ReadonlyArray<unknown>>>>;
+type _connectList = Ok<Same<Extract<ours.ConnectTarget, ReadonlyArray<unknown>>, ReadonlyArray<string | T.Options.Connect>>>;
 type _credentials = Ok<Same<typeof ours.credentials, typeof theirs.credentials>>;
 type _errorClass = Ok<Same<typeof ours.IllegalOperationError, typeof theirs.IllegalOperationError>>;
 type _errorInstance = Ok<Same<ours.IllegalOperationError, theirs.IllegalOperationError>>;
@@ -67,8 +72,9 @@ type _sharedCredentials = Ok<Same<typeof ours.credentials, typeof oursPromise.cr
 type _Connection = Ok<Same<ours.Connection, T.Connection>>;
 type _Channel = Ok<Same<ours.Channel, T.Channel>>;
 type _ConfirmChannel = Ok<Same<ours.ConfirmChannel, T.ConfirmChannel>>;
-type _RecoveryOptions = Ok<Same<ours.RecoveryOptions, T.RecoveryOptions>>;
-type _RecoveringConnection = Ok<Same<ours.RecoveringConnection, T.RecoveringConnection>>;
+type _RecoveryOptions = Ok<Same<Omit<ours.RecoveryOptions, 'shuffle' | 'preferredNode'>, Omit<T.RecoveryOptions, never>>>;
+// Its 'connect' listener may take a second argument, which node (issue 25).
+type _RecoveringConnection = Ok<Mutual<ours.RecoveringConnection, T.RecoveringConnection>>;
 type _SocketOptions = Ok<Same<ours.SocketOptions, T.SocketOptions>>;
 type _ChannelOptions = Ok<Same<ours.ChannelOptions, T.ChannelOptions>>;
 type _Message = Ok<Same<ours.Message, T.Message>>;
@@ -204,6 +210,9 @@ function everyMethod(): void {
   recovering.waitForConnect((err: Error, rc: RecoveringConnection) => use([err, rc]));
   // The callback of a recovering connect is optional.
   const noCallback: RecoveringConnection = ours.connect('amqp://localhost', { recovery: true });
+  const overNodes: RecoveringConnection = ours.connect(['amqp://node1', { hostname: 'node2' }], { recovery: { shuffle: true } });
+  ours.connect(['amqp://node1', 'amqp://node2'], (err: Error, conn: Connection) => use([err, conn]));
+  use([overNodes]);
   use(noCallback);
   recovering.updateSecret(Buffer.from('token'), 'rotation', onError);
   recovering.close(onError);

@@ -53,8 +53,10 @@ declare function use<V>(value: V): void;
 // Part 1: our module matches amqplib 2.3.1's
 // ---------------------------------------------------------------------------
 
-// The module objects are interchangeable, in both directions.
+// Ours stands wherever amqplib's module is expected. Not the other way round, by one
+// addition (issue 25): ours also connects to a list of nodes, which amqplib's does not take.
 const asTheirs: typeof theirs = ours;
+// @ts-expect-error amqplib 2.3.1's connect takes no list of nodes
 const asOurs: typeof ours = theirs;
 use([asTheirs, asOurs]);
 
@@ -64,7 +66,8 @@ type _ValueNames = Ok<Same<keyof typeof ours, keyof typeof theirs>>;
 type _SelfRef = Ok<Same<typeof ours, typeof oursByPath>>;
 
 // Each exported value has the same type.
-type _connect = Ok<Same<typeof ours.connect, typeof theirs.connect>>;
+type _connect = Ok<Mutual<Parameters<typeof theirs.connect>[0], Exclude<ours.ConnectTarget, ReadonlyArray<unknown>>>>;
+type _connectList = Ok<Same<Extract<ours.ConnectTarget, ReadonlyArray<unknown>>, ReadonlyArray<string | T.Options.Connect>>>;
 type _credentials = Ok<Same<typeof ours.credentials, typeof theirs.credentials>>;
 type _errorClass = Ok<Same<typeof ours.IllegalOperationError, typeof theirs.IllegalOperationError>>;
 type _errorInstance = Ok<Same<ours.IllegalOperationError, theirs.IllegalOperationError>>;
@@ -80,8 +83,9 @@ type _Connection = Ok<Same<ours.Connection, T.Connection>>;
 type _ChannelModel = Ok<Same<ours.ChannelModel, T.ChannelModel>>;
 type _Channel = Ok<Same<ours.Channel, T.Channel>>;
 type _ConfirmChannel = Ok<Same<ours.ConfirmChannel, T.ConfirmChannel>>;
-type _RecoveryOptions = Ok<Same<ours.RecoveryOptions, T.RecoveryOptions>>;
-type _RecoveringChannelModel = Ok<Same<ours.RecoveringChannelModel, T.RecoveringChannelModel>>;
+type _RecoveryOptions = Ok<Same<Omit<ours.RecoveryOptions, 'shuffle' | 'preferredNode'>, Omit<T.RecoveryOptions, never>>>;
+// Its 'connect' listener may take a second argument, which node (issue 25).
+type _RecoveringChannelModel = Ok<Mutual<ours.RecoveringChannelModel, T.RecoveringChannelModel>>;
 type _SocketOptions = Ok<Same<ours.SocketOptions, T.SocketOptions>>;
 type _ChannelOptions = Ok<Same<ours.ChannelOptions, T.ChannelOptions>>;
 type _Message = Ok<Same<ours.Message, T.Message>>;
@@ -168,7 +172,10 @@ type _cancelReply = Ok<Same<Awaited<ReturnType<Channel['cancel']>>, Replies.Canc
 type _oldCancelReply = Ok<Same<Awaited<ReturnType<O.Channel['cancel']>>, O.Replies.Empty>>;
 // ... and the recovery options and waitForConnect (2.1.0 and 2.2.0).
 type _newRecoveryOptions = Ok<
-  Same<Exclude<keyof ours.RecoveryOptions, keyof O.RecoveryOptions>, 'initialMaxRetries' | 'waitForConnect' | 'calculateDelay'>
+  Same<
+    Exclude<keyof ours.RecoveryOptions, keyof O.RecoveryOptions>,
+    'initialMaxRetries' | 'waitForConnect' | 'calculateDelay' | 'shuffle' | 'preferredNode'
+  >
 >;
 type _oldRecoveryOptionsKept = Ok<Same<Exclude<keyof O.RecoveryOptions, keyof ours.RecoveryOptions>, never>>;
 type _newRecovering = Ok<Same<Exclude<keyof RecoveringChannelModel, keyof O.RecoveringChannelModel>, 'waitForConnect'>>;
@@ -196,6 +203,14 @@ async function everyMethod(): Promise<void> {
   const amqplain: { mechanism: string; username: string; password: string } = ours.credentials.amqplain('u', 'p');
   const external: Buffer = ours.credentials.external().response();
   use([viaObject, withCreds, amqplain, external]);
+
+  // A cluster's nodes, strings and objects mixed; recovery going round them.
+  const cluster: ChannelModel = await ours.connect(['amqp://node1', { hostname: 'node2', port: 5673 }], { timeout: 1000 });
+  const roundRobin: RecoveringChannelModel = await ours.connect(['amqp://node1', 'amqp://node2'], {
+    recovery: { shuffle: true, preferredNode: 1 },
+  });
+  roundRobin.on('connect', (m: ChannelModel, which: { index: number; node: string }) => use([m, which.index, which.node]));
+  use([cluster]);
 
   const recovering: RecoveringChannelModel = await ours.connect('amqp://localhost', {
     recovery: {
