@@ -1,0 +1,192 @@
+'use strict';
+// A RabbitMQ cluster of three nodes on loopback (scripts/cluster.js), under a service's load
+// (./service.js), its nodes stopped, killed and restarted (issue 25). Run by `npm run
+// test:cluster`, which starts the cluster first. Each scenario prints its counts as a
+// `CLUSTER {json}` line; where amqplib 2.3.1 applies, it runs the same with one URL (it takes
+// no list), for the comparison in benchmarks/RESULTS.md.
+
+const { describe, it, before } = require('node:test');
+const assert = require('node:assert');
+const cluster = require('../../scripts/cluster');
+const { startPublisher, startConsumer, settle, sleep, QUORUM } = require('./service');
+
+const ours = require('../..');
+const latest = require('amqplib-latest');
+
+const URLS = cluster.NODES.map((n) => n.url);
+const GRACEFUL_STOPS = Number(process.env.CLUSTER_GRACEFUL_STOPS || 20);
+
+let counter = 0;
+const queueName = (what) => `amqplib-rs.cluster.${what}.${process.pid}.${++counter}`;
+
+function report(scenario, library, counts) {
+  process.stdout.write(`CLUSTER ${JSON.stringify({ scenario, library, ...counts })}\n`);
+}
+
+async function deleteQueue(queue) {
+  const model = await ours.connect(URLS);
+  const ch = await model.createChannel();
+  await ch.deleteQueue(queue).catch(() => {});
+  await model.close();
+}
+
+// The publisher on node 0, the consumer on node 1; node 0 stopped, started, killed and
+// restarted under load. `target(i)` is what the library connects to, preferring node i.
+async function publisherNodeDown(library, amqp, target) {
+  const queue = queueName('publisher-node');
+  const consumer = await startConsumer(amqp, target(1), queue, { preferredNode: 1 });
+  const publisher = await startPublisher(amqp, target(0), queue, { preferredNode: 0 });
+  await sleep(2000);
+  await cluster.stopApp(0);
+  await sleep(3000);
+  await cluster.startApp(0);
+  await sleep(2000);
+  await cluster.kill(0);
+  await sleep(3000);
+  await cluster.restart(0);
+  await sleep(2000);
+  await publisher.stop();
+  const counts = await settle(publisher, consumer);
+  await consumer.stop();
+  await deleteQueue(queue);
+  report('publisher node stopped, started, killed, restarted', library, counts);
+  return counts;
+}
+
+describe('a three-node cluster', { timeout: 20 * 60 * 1000 }, () => {
+  before(() => cluster.start());
+
+  it('a quorum queue, its publisher node stopped then killed: nothing confirmed lost; with a list of nodes, confirms go on within 1 s', async () => {
+    const mine = await publisherNodeDown('amqplib-rs, three nodes', ours, () => URLS);
+    assert.strictEqual(mine.lost, 0);
+    assert.ok(mine.confirmed > 1000, `only ${mine.confirmed} confirmed`);
+    assert.ok(mine.longestGapMs < 1000, `the longest wait between confirms was ${mine.longestGapMs} ms`);
+    const theirs = await publisherNodeDown('amqplib 2.3.1, one URL', latest, (i) => URLS[i]);
+    assert.strictEqual(theirs.lost, 0);
+  });
+
+  it("the queue leader's node stopped: deliveries go on", async () => {
+    const queue = queueName('leader');
+    const setupModel = await ours.connect(URLS);
+    const setupChannel = await setupModel.createChannel();
+    await setupChannel.assertQueue(queue, QUORUM);
+    await setupModel.close();
+    const leaderName = await cluster.queueLeader(queue);
+    const leaderIndex = cluster.NODES.findIndex((n) => n.name === leaderName);
+    assert.ok(leaderIndex >= 0, `leader ${leaderName} is none of the nodes`);
+    const others = [0, 1, 2].filter((i) => i !== leaderIndex);
+    const consumer = await startConsumer(ours, URLS, queue, { preferredNode: others[0] });
+    const publisher = await startPublisher(ours, URLS, queue, { preferredNode: others[1] });
+    await sleep(2000);
+    await cluster.stopApp(leaderIndex);
+    const before = consumer.state.deliveries;
+    await sleep(4000);
+    const during = consumer.state.deliveries - before;
+    await cluster.startApp(leaderIndex);
+    await publisher.stop();
+    const counts = await settle(publisher, consumer);
+    await consumer.stop();
+    await deleteQueue(queue);
+    report("leader's node stopped", 'amqplib-rs, three nodes', { ...counts, deliveredWhileLeaderDown: during });
+    assert.ok(during > 0, 'no delivery while the leader was down');
+    assert.strictEqual(counts.lost, 0);
+  });
+
+  it('a stream queue read from first, an offset and last', async () => {
+    for (const [library, amqp] of [['amqplib-rs', ours], ['amqplib 2.3.1', latest]]) {
+      const queue = queueName('stream');
+      const model = await amqp.connect(URLS[0]);
+      const ch = await model.createConfirmChannel();
+      await ch.assertQueue(queue, { durable: true, arguments: { 'x-queue-type': 'stream' } });
+      for (let i = 0; i < 100; i++) ch.sendToQueue(queue, Buffer.from(String(i)));
+      await ch.waitForConfirms();
+      const read = async (offset) => {
+        const reader = await model.createChannel();
+        await reader.prefetch(10);
+        const seen = [];
+        await reader.consume(
+          queue,
+          (msg) => {
+            seen.push(Number(msg.content.toString()));
+            reader.ack(msg);
+          },
+          { arguments: { 'x-stream-offset': offset } },
+        );
+        await sleep(1500);
+        await reader.close();
+        return seen;
+      };
+      const first = await read('first');
+      const fromOffset = await read(50);
+      const last = await read('last');
+      await ch.deleteQueue(queue);
+      await model.close();
+      report('stream offsets', library, { first: first.length, fromOffset: fromOffset.length, last: last.length });
+      assert.deepStrictEqual(first, Array.from({ length: 100 }, (_, i) => i), library);
+      assert.deepStrictEqual(fromOffset, Array.from({ length: 50 }, (_, i) => 50 + i), library);
+      assert.ok(last.length >= 1 && last[last.length - 1] === 99, `${library}: 'last' gave ${last}`);
+    }
+  });
+
+  it("a memory alarm on one node: 'blocked' then 'unblocked', as amqplib", async () => {
+    for (const [library, amqp] of [['amqplib-rs', ours], ['amqplib 2.3.1', latest]]) {
+      const model = await amqp.connect(URLS[2]);
+      const events = [];
+      model.on('blocked', (reason) => events.push(`blocked: ${reason}`));
+      model.on('unblocked', () => events.push('unblocked'));
+      const ch = await model.createChannel();
+      await cluster.setMemoryAlarm(2, true);
+      ch.sendToQueue('amq.nonexistent-but-harmless', Buffer.from('x')); // the broker blocks on a publish
+      for (let i = 0; i < 100 && events.length === 0; i++) await sleep(100);
+      await cluster.setMemoryAlarm(2, false);
+      for (let i = 0; i < 100 && events.length < 2; i++) await sleep(100);
+      await model.close();
+      report('memory alarm', library, { events });
+      assert.deepStrictEqual(events, ['blocked: low on memory', 'unblocked'], library);
+    }
+  });
+
+  it('a rolling restart of all three nodes under load: the service lives, nothing confirmed is lost', async () => {
+    const queue = queueName('rolling');
+    const consumer = await startConsumer(ours, URLS, queue, { preferredNode: 1 });
+    const publisher = await startPublisher(ours, URLS, queue, { preferredNode: 0 });
+    await sleep(2000);
+    for (const i of [0, 1, 2]) {
+      await cluster.stopApp(i);
+      await sleep(2000);
+      await cluster.startApp(i);
+      await sleep(3000);
+    }
+    await publisher.stop();
+    const counts = await settle(publisher, consumer);
+    await consumer.stop();
+    await deleteQueue(queue);
+    report('rolling restart', 'amqplib-rs, three nodes', counts);
+    assert.strictEqual(counts.lost, 0);
+    assert.ok(counts.longestGapMs < 1000, `the longest wait between confirms was ${counts.longestGapMs} ms`);
+  });
+
+  it(`${GRACEFUL_STOPS} graceful node stops under load, the service with only a 'disconnect' listener`, async () => {
+    const queue = queueName('graceful');
+    const consumer = await startConsumer(ours, URLS, queue, { preferredNode: 2 });
+    const publisher = await startPublisher(ours, URLS, queue, { preferredNode: 0 });
+    await sleep(1000);
+    let survived = 0;
+    for (let stop = 0; stop < GRACEFUL_STOPS; stop++) {
+      const node = publisher.state.node; // the one the publisher is on now
+      const disconnects = publisher.state.disconnects.length;
+      await cluster.stopApp(node);
+      for (let i = 0; i < 50 && publisher.state.disconnects.length === disconnects; i++) await sleep(100);
+      await sleep(500);
+      await cluster.startApp(node);
+      survived++;
+    }
+    await publisher.stop();
+    const counts = await settle(publisher, consumer);
+    await consumer.stop();
+    await deleteQueue(queue);
+    report('graceful stops', 'amqplib-rs, three nodes', { stops: GRACEFUL_STOPS, survived, ...counts });
+    assert.strictEqual(survived, GRACEFUL_STOPS);
+    assert.strictEqual(counts.lost, 0);
+  });
+});
