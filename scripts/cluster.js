@@ -1,0 +1,343 @@
+#!/usr/bin/env node
+'use strict';
+// A 3-node RabbitMQ cluster on loopback (AMQP on 5681-5683) for the tests that need one:
+// quorum queues, leaders that move, nodes that die, memory alarms.
+//
+//   node scripts/cluster.js start|stop|status
+//   const cluster = require('./scripts/cluster'); await cluster.start(); ... cluster.kill(1)
+//
+// Each node has its own config, ports and state under one directory (AMQPLIB_RS_CLUSTER_DIR,
+// default $TMPDIR/amqplib-rs-cluster), so a broker already running on 5672 and its files are
+// never touched. As root, the nodes and the CLI run as the user rabbitmq: its home holds the
+// Erlang cookie they must share. A cold start wipes the old state, boots rs1, then rs2 and rs3
+// together; those join rs1 by themselves (classic_config peer discovery), which is faster than
+// stop_app/join_cluster/start_app. Processes are only ever stopped by the pid their node wrote.
+// The module logs its steps with NODE_DEBUG=amqplib-rs-cluster; the script always does.
+
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+const util = require('node:util');
+
+const DIR = process.env.AMQPLIB_RS_CLUSTER_DIR || path.join(os.tmpdir(), 'amqplib-rs-cluster');
+// Short names on `localhost` work here: Debian's own broker runs as rabbit@localhost.
+const NODES = [1, 2, 3].map((n) => ({
+  name: `rs${n}@localhost`,
+  port: 5680 + n,
+  url: `amqp://guest:guest@127.0.0.1:${5680 + n}`,
+}));
+
+// Debian's rabbitmq-server on PATH is a wrapper that, run as rabbitmq, sends the output to
+// /var/log/rabbitmq/startup_log, a file of the system broker's: run the script behind it.
+const DEBIAN_SERVER = '/usr/lib/rabbitmq/bin/rabbitmq-server';
+const SERVER = fs.existsSync(DEBIAN_SERVER) ? DEBIAN_SERVER : 'rabbitmq-server';
+const BOOT_TIMEOUT = 90_000;
+const CTL_TIMEOUT = 60_000;
+const STOP_TIMEOUT = 15_000;
+
+let log = util.debuglog('amqplib-rs-cluster');
+
+const nodeDir = (i) => path.join(DIR, `rs${i + 1}`);
+const envFile = (i) => path.join(nodeDir(i), 'rabbitmq-env.conf');
+const pidFile = (i) => path.join(nodeDir(i), 'pid');
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+let account;
+// Who runs the nodes and the CLI: rabbitmq when we are root, whose home has the cookie.
+function user() {
+  if (account) return account;
+  if (process.getuid() !== 0) return (account = { home: os.homedir() });
+  const entry = fs
+    .readFileSync('/etc/passwd', 'utf8')
+    .split('\n')
+    .find((line) => line.startsWith('rabbitmq:'));
+  if (!entry) throw new Error('running as root, but there is no user rabbitmq: is rabbitmq-server installed?');
+  const [, , uid, gid, , home] = entry.split(':');
+  return (account = { uid: Number(uid), gid: Number(gid), home });
+}
+
+// A clean environment: variables of the caller's (RABBITMQ_*, ERL_*) must not leak into a node.
+function childEnv(i) {
+  const { home } = user();
+  return { PATH: process.env.PATH, HOME: home, LANG: 'C.UTF-8', RABBITMQ_CONF_ENV_FILE: envFile(i) };
+}
+
+// Runs a command as the nodes' user; resolves with its stdout, rejects with its exit and stderr.
+function run(command, args, { env, timeout = CTL_TIMEOUT }) {
+  const line = [command, ...args].join(' ');
+  const { uid, gid } = user();
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { uid, gid, env, timeout, killSignal: 'SIGKILL', stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    child.once('error', (err) => reject(new Error(`${line}: ${err.message}`)));
+    child.once('close', (code, signal) => {
+      if (code === 0) return resolve(stdout);
+      const how = signal === 'SIGKILL' ? `killed after ${timeout} ms` : signal ? `killed by ${signal}` : `exit code ${code}`;
+      reject(new Error(`${line} failed (${how}): ${(stderr.trim() || stdout.trim()).slice(-2000)}`));
+    });
+  });
+}
+
+const ctl = (i, args, timeout) => run('rabbitmqctl', ['-n', NODES[i].name, ...args], { env: childEnv(i), timeout });
+
+function accepts(port) {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: '127.0.0.1', port });
+    socket.setTimeout(2000);
+    const done = (ok) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+    socket.once('timeout', () => done(false));
+  });
+}
+
+async function waitForAmqp(i, timeoutMs = BOOT_TIMEOUT) {
+  const { name, port } = NODES[i];
+  const deadline = Date.now() + timeoutMs;
+  while (!(await accepts(port))) {
+    if (Date.now() > deadline) throw new Error(`${name} did not accept AMQP on 127.0.0.1:${port} within ${timeoutMs} ms`);
+    await sleep(200);
+  }
+}
+
+// The pid of node i's VM, or 0. A pid file outlives a killed node and its pid may be reused,
+// so on Linux the process must also carry this node's env file in its environment.
+function nodePid(i) {
+  let pid;
+  try {
+    pid = Number(fs.readFileSync(pidFile(i), 'utf8').trim());
+    process.kill(pid, 0);
+  } catch {
+    return 0;
+  }
+  try {
+    return fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').includes(`RABBITMQ_CONF_ENV_FILE=${envFile(i)}`) ? pid : 0;
+  } catch (err) {
+    return err.code === 'ENOENT' && !fs.existsSync('/proc/self') ? pid : 0;
+  }
+}
+
+async function gone(i, pid, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  while (nodePid(i) === pid) {
+    if (Date.now() > deadline) return false;
+    await sleep(100);
+  }
+  return true;
+}
+
+function chown(file) {
+  const { uid, gid } = user();
+  if (uid !== undefined) fs.chownSync(file, uid, gid);
+}
+
+function writeFile(file, text) {
+  fs.writeFileSync(file, text);
+  chown(file);
+}
+
+// The node's own files. The system rabbitmq.conf would put every node on 5672, and the system
+// rabbitmq-env.conf names them all rabbit@localhost: each node gets its own of both.
+function writeNodeFiles(i) {
+  fs.mkdirSync(DIR, { recursive: true });
+  chown(DIR);
+  const dir = nodeDir(i);
+  fs.mkdirSync(dir, { recursive: true });
+  chown(dir);
+  const peers = NODES.map((node, n) => `cluster_formation.classic_config.nodes.${n + 1} = ${node.name}\n`).join('');
+  writeFile(
+    path.join(dir, 'rabbitmq.conf'),
+    `listeners.tcp.1 = 127.0.0.1:${NODES[i].port}\nloopback_users = none\n` +
+      `cluster_formation.peer_discovery_backend = classic_config\n${peers}`,
+  );
+  // No plugins at all (not even management): less to boot and less CPU.
+  writeFile(path.join(dir, 'enabled_plugins'), '[].\n');
+  writeFile(
+    envFile(i),
+    [
+      `NODENAME=${NODES[i].name}`,
+      `DIST_PORT=${NODES[i].port + 20000}`,
+      `CONFIG_FILE=${path.join(dir, 'rabbitmq.conf')}`,
+      `ENABLED_PLUGINS_FILE=${path.join(dir, 'enabled_plugins')}`,
+      `MNESIA_BASE=${path.join(dir, 'mnesia')}`,
+      `MNESIA_DIR=${path.join(dir, 'mnesia', `rs${i + 1}`)}`,
+      `LOG_BASE=${path.join(dir, 'log')}`,
+      `PID_FILE=${pidFile(i)}`,
+      // One scheduler each: three nodes share two cores with the tests.
+      `SERVER_ADDITIONAL_ERL_ARGS='+S 1:1'`,
+      // Loopback only, for the nodes' distribution, the CLI's and an epmd that a node starts.
+      'export ERL_EPMD_ADDRESS=127.0.0.1',
+      `export ERL_FLAGS='-kernel inet_dist_use_interface {127,0,0,1}'`,
+      '',
+    ].join('\n'),
+  );
+}
+
+// Starts node i's VM, detached so that it outlives this process, and waits for AMQP.
+async function boot(i) {
+  writeNodeFiles(i);
+  const { uid, gid } = user();
+  const output = path.join(nodeDir(i), 'startup.log');
+  const fd = fs.openSync(output, 'a');
+  const child = spawn(SERVER, [], { uid, gid, cwd: nodeDir(i), env: childEnv(i), detached: true, stdio: ['ignore', fd, fd] });
+  fs.closeSync(fd);
+  child.unref();
+  log(`${NODES[i].name}: booting (pid ${child.pid}, AMQP 127.0.0.1:${NODES[i].port}, state in ${nodeDir(i)})`);
+  // A node that cannot boot (bad config, port taken, name in use) exits: say why at once.
+  let onExit;
+  const exited = new Promise((resolve, reject) => {
+    onExit = (code, signal) => {
+      const tail = fs.readFileSync(output, 'utf8').trim().split('\n').slice(-15).join('\n');
+      reject(new Error(`${SERVER} for ${NODES[i].name} exited (${signal || code}) before accepting AMQP; ${output} ends:\n${tail}`));
+    };
+    child.once('error', (err) => reject(new Error(`${SERVER}: ${err.message}`)));
+    child.once('exit', onExit);
+  });
+  try {
+    await Promise.race([waitForAmqp(i, BOOT_TIMEOUT), exited]);
+  } finally {
+    child.removeAllListeners('exit');
+    child.removeAllListeners('error');
+  }
+  log(`${NODES[i].name}: accepts AMQP`);
+}
+
+// Brings node i up whatever it was: not running (killed, stopped, never started) or running with
+// its app stopped. A node with state rejoins its cluster as it boots; a blank one joins a peer.
+async function ensureNode(i) {
+  if (!nodePid(i)) return boot(i);
+  if (await accepts(NODES[i].port)) return;
+  log(`${NODES[i].name}: start_app`);
+  await ctl(i, ['start_app']);
+  await waitForAmqp(i);
+}
+
+async function runningNodes(i) {
+  return JSON.parse(await ctl(i, ['cluster_status', '--formatter', 'json'])).running_nodes;
+}
+
+// A node outside rs1's cluster (it booted while rs1 was unreachable) is reset and joined to it.
+async function join(i) {
+  const seed = NODES[0].name;
+  log(`${NODES[i].name}: not in ${seed}'s cluster: stop_app, reset, join_cluster ${seed}, start_app`);
+  await ctl(i, ['stop_app']);
+  await ctl(i, ['reset']);
+  await ctl(i, ['join_cluster', seed]);
+  await ctl(i, ['start_app']);
+  await waitForAmqp(i);
+}
+
+async function formed() {
+  return NODES.every((_, i) => nodePid(i)) && (await Promise.all(NODES.map((node) => accepts(node.port)))).every(Boolean);
+}
+
+async function start() {
+  if ((await formed()) && (await runningNodes(0)).length === NODES.length) {
+    log(`already up and formed: ${NODES.map((node) => node.name).join(', ')}`);
+    return;
+  }
+  if (NODES.every((_, i) => !nodePid(i))) {
+    // Nothing runs: start from blank state, so no queue of an earlier run is left and no node
+    // waits for the one that stopped last. rs1 goes first so the others have someone to join.
+    log(`cold start: wiping ${NODES.map((_, i) => nodeDir(i)).join(', ')}`);
+    for (let i = 0; i < NODES.length; i++) fs.rmSync(nodeDir(i), { recursive: true, force: true });
+    await boot(0);
+  }
+  await Promise.all(NODES.map((_, i) => ensureNode(i)));
+  const members = await runningNodes(0);
+  for (let i = 1; i < NODES.length; i++) {
+    if (!members.includes(NODES[i].name)) await join(i);
+  }
+  log(`up: ${(await runningNodes(0)).join(', ')}`);
+}
+
+// `rabbitmqctl stop`, then SIGKILL to the pid the node wrote if it is still alive.
+async function stopNode(i) {
+  const pid = nodePid(i);
+  if (!pid) return;
+  log(`${NODES[i].name}: stop (pid ${pid})`);
+  try {
+    await ctl(i, ['stop'], STOP_TIMEOUT);
+  } catch (err) {
+    log(`${NODES[i].name}: ${err.message}`);
+  }
+  if (await gone(i, pid, STOP_TIMEOUT)) return;
+  log(`${NODES[i].name}: still alive, kill -9 ${pid}`);
+  await kill(i);
+}
+
+async function stop() {
+  await Promise.all(NODES.map((_, i) => stopNode(i)));
+  log('stopped');
+}
+
+async function kill(i) {
+  const pid = nodePid(i);
+  if (!pid) return;
+  process.kill(pid, 'SIGKILL');
+  if (!(await gone(i, pid, STOP_TIMEOUT))) throw new Error(`${NODES[i].name}: pid ${pid} survived SIGKILL`);
+}
+
+async function stopApp(i) {
+  await ctl(i, ['stop_app']);
+}
+
+async function startApp(i) {
+  await ctl(i, ['start_app']);
+  await waitForAmqp(i);
+}
+
+const restart = ensureNode;
+
+// A watermark that any VM exceeds raises the alarm at once; 0.4 is the default.
+async function setMemoryAlarm(i, on) {
+  await ctl(i, ['set_vm_memory_high_watermark', on ? '0.0000001' : '0.4']);
+}
+
+// Asks the first node that accepts AMQP, so it works while others are down.
+async function queueLeader(queueName) {
+  const responsive = await Promise.all(NODES.map((node) => accepts(node.port)));
+  const i = responsive.indexOf(true);
+  if (i < 0) throw new Error('no cluster node accepts AMQP');
+  const queues = JSON.parse(await ctl(i, ['list_queues', 'name', 'leader', '--formatter', 'json']));
+  const queue = queues.find((q) => q.name === queueName);
+  if (!queue) throw new Error(`no queue ${queueName} on ${NODES[i].name}`);
+  if (!queue.leader) throw new Error(`queue ${queueName} has no leader (not a quorum queue?)`);
+  return queue.leader;
+}
+
+async function status() {
+  const nodes = await Promise.all(
+    NODES.map(async (node, i) => ({ ...node, pid: nodePid(i) || null, running: !!nodePid(i), amqp: await accepts(node.port) })),
+  );
+  const i = nodes.findIndex((node) => node.amqp);
+  return { dir: DIR, nodes, cluster: i < 0 ? [] : await runningNodes(i) };
+}
+
+module.exports = { NODES, start, stop, status, stopApp, startApp, kill, restart, setMemoryAlarm, queueLeader, waitForAmqp };
+
+async function main(command) {
+  const t0 = Date.now();
+  const elapsed = () => `${((Date.now() - t0) / 1000).toFixed(1)} s`;
+  log = (message) => console.log(`[${elapsed()}] ${message}`);
+  if (command === 'start') await start();
+  else if (command === 'stop') await stop();
+  else if (command === 'status') console.log(JSON.stringify(await status(), null, 2));
+  else throw new Error('usage: node scripts/cluster.js start|stop|status');
+  console.log(`${command}: done in ${elapsed()}`);
+}
+
+if (require.main === module) {
+  main(process.argv[2]).catch((err) => {
+    console.error(err.message);
+    process.exit(1);
+  });
+}
