@@ -36,6 +36,7 @@ const SERVER = fs.existsSync(DEBIAN_SERVER) ? DEBIAN_SERVER : 'rabbitmq-server';
 const BOOT_TIMEOUT = 90_000;
 const CTL_TIMEOUT = 60_000;
 const STOP_TIMEOUT = 15_000;
+const LOCK_TIMEOUT = 300_000;
 
 let log = util.debuglog('amqplib-rs-cluster');
 
@@ -99,35 +100,57 @@ function accepts(port) {
   });
 }
 
-async function waitForAmqp(i, timeoutMs = BOOT_TIMEOUT) {
+// Polls until node i accepts a TCP connection; `failed` may end the wait early with its Error.
+async function untilAmqp(i, timeoutMs, failed = () => null) {
   const { name, port } = NODES[i];
   const deadline = Date.now() + timeoutMs;
   while (!(await accepts(port))) {
+    const err = failed();
+    if (err) throw err;
     if (Date.now() > deadline) throw new Error(`${name} did not accept AMQP on 127.0.0.1:${port} within ${timeoutMs} ms`);
     await sleep(200);
   }
 }
 
-// The pid of node i's VM, or 0. A pid file outlives a killed node and its pid may be reused,
-// so on Linux the process must also carry this node's env file in its environment.
-function nodePid(i) {
-  let pid;
+const waitForAmqp = (i, timeoutMs = BOOT_TIMEOUT) => untilAmqp(i, timeoutMs);
+
+// The pid in a file, or 0 when there is no file or no pid in it.
+function readPid(file) {
   try {
-    pid = Number(fs.readFileSync(pidFile(i), 'utf8').trim());
-    process.kill(pid, 0);
+    return Math.max(0, Number(fs.readFileSync(file, 'utf8'))) || 0;
   } catch {
     return 0;
   }
+}
+
+function alive(pid) {
   try {
-    return fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').includes(`RABBITMQ_CONF_ENV_FILE=${envFile(i)}`) ? pid : 0;
-  } catch (err) {
-    return err.code === 'ENOENT' && !fs.existsSync('/proc/self') ? pid : 0;
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
   }
 }
 
+// The pid of node i's VM, or 0. A pid file outlives a killed node and its pid may be reused,
+// so where there is a /proc the process must also carry this node's env file in its environment.
+function nodePid(i) {
+  const pid = readPid(pidFile(i));
+  if (!pid || !alive(pid)) return 0;
+  if (!fs.existsSync('/proc/self')) return pid;
+  try {
+    return fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').includes(`RABBITMQ_CONF_ENV_FILE=${envFile(i)}`) ? pid : 0;
+  } catch {
+    return 0;
+  }
+}
+
+// Waits until node i's VM has exited and its AMQP port refuses. A dying process loses its
+// environment (so nodePid no longer sees it) before it is gone, and its sockets can outlive it
+// for a moment; a test that kills a node expects connections to fail.
 async function gone(i, pid, timeoutMs) {
   const deadline = Date.now() + timeoutMs;
-  while (nodePid(i) === pid) {
+  while (alive(pid) || (await accepts(NODES[i].port))) {
     if (Date.now() > deadline) return false;
     await sleep(100);
   }
@@ -152,12 +175,11 @@ function writeNodeFiles(i) {
   const dir = nodeDir(i);
   fs.mkdirSync(dir, { recursive: true });
   chown(dir);
+  // rs1 seeds the cluster: with peers to discover it would try them for 5 s before going on
+  // alone. The others, booting blank, join whichever peer runs.
   const peers = NODES.map((node, n) => `cluster_formation.classic_config.nodes.${n + 1} = ${node.name}\n`).join('');
-  writeFile(
-    path.join(dir, 'rabbitmq.conf'),
-    `listeners.tcp.1 = 127.0.0.1:${NODES[i].port}\nloopback_users = none\n` +
-      `cluster_formation.peer_discovery_backend = classic_config\n${peers}`,
-  );
+  const discovery = i === 0 ? '' : `cluster_formation.peer_discovery_backend = classic_config\n${peers}`;
+  writeFile(path.join(dir, 'rabbitmq.conf'), `listeners.tcp.1 = 127.0.0.1:${NODES[i].port}\nloopback_users = none\n${discovery}`);
   // No plugins at all (not even management): less to boot and less CPU.
   writeFile(path.join(dir, 'enabled_plugins'), '[].\n');
   writeFile(
@@ -183,31 +205,28 @@ function writeNodeFiles(i) {
 
 // Starts node i's VM, detached so that it outlives this process, and waits for AMQP.
 async function boot(i) {
+  // Readiness is a TCP connect, so a port held by another process would pass for this node.
+  const { name, port } = NODES[i];
+  if (await accepts(port)) throw new Error(`${name} is not running, but another process holds 127.0.0.1:${port}`);
   writeNodeFiles(i);
   const { uid, gid } = user();
   const output = path.join(nodeDir(i), 'startup.log');
   const fd = fs.openSync(output, 'a');
+  chown(output);
   const child = spawn(SERVER, [], { uid, gid, cwd: nodeDir(i), env: childEnv(i), detached: true, stdio: ['ignore', fd, fd] });
   fs.closeSync(fd);
   child.unref();
-  log(`${NODES[i].name}: booting (pid ${child.pid}, AMQP 127.0.0.1:${NODES[i].port}, state in ${nodeDir(i)})`);
-  // A node that cannot boot (bad config, port taken, name in use) exits: say why at once.
-  let onExit;
-  const exited = new Promise((resolve, reject) => {
-    onExit = (code, signal) => {
-      const tail = fs.readFileSync(output, 'utf8').trim().split('\n').slice(-15).join('\n');
-      reject(new Error(`${SERVER} for ${NODES[i].name} exited (${signal || code}) before accepting AMQP; ${output} ends:\n${tail}`));
-    };
-    child.once('error', (err) => reject(new Error(`${SERVER}: ${err.message}`)));
-    child.once('exit', onExit);
+  log(`${name}: booting (pid ${child.pid}, AMQP 127.0.0.1:${port}, state in ${nodeDir(i)})`);
+  // A node that cannot boot (bad config, name or distribution port in use) exits: say why at once.
+  let ended = null;
+  child.once('error', (err) => (ended = err.message));
+  child.once('exit', (code, signal) => (ended = `exit ${signal || code}`));
+  await untilAmqp(i, BOOT_TIMEOUT, () => {
+    if (!ended) return null;
+    const tail = fs.readFileSync(output, 'utf8').trim().split('\n').slice(-15).join('\n');
+    return new Error(`${SERVER} for ${name} ended (${ended}) before accepting AMQP; ${output} ends:\n${tail}`);
   });
-  try {
-    await Promise.race([waitForAmqp(i, BOOT_TIMEOUT), exited]);
-  } finally {
-    child.removeAllListeners('exit');
-    child.removeAllListeners('error');
-  }
-  log(`${NODES[i].name}: accepts AMQP`);
+  log(`${name}: accepts AMQP`);
 }
 
 // Brings node i up whatever it was: not running (killed, stopped, never started) or running with
@@ -220,27 +239,61 @@ async function ensureNode(i) {
   await waitForAmqp(i);
 }
 
-async function runningNodes(i) {
-  return JSON.parse(await ctl(i, ['cluster_status', '--formatter', 'json'])).running_nodes;
+async function clusterStatus(i) {
+  return JSON.parse(await ctl(i, ['cluster_status', '--formatter', 'json']));
 }
 
 // A node outside rs1's cluster (it booted while rs1 was unreachable) is reset and joined to it.
 async function join(i) {
+  const { name } = NODES[i];
   const seed = NODES[0].name;
-  log(`${NODES[i].name}: not in ${seed}'s cluster: stop_app, reset, join_cluster ${seed}, start_app`);
+  log(`${name}: not in ${seed}'s cluster: stop_app, reset, join_cluster ${seed}, start_app`);
   await ctl(i, ['stop_app']);
   await ctl(i, ['reset']);
+  // The seed may still count an earlier life of this node (whose state was wiped) as a member:
+  // join_cluster would then fail with inconsistent_cluster.
+  if ((await clusterStatus(0)).disk_nodes.includes(name)) await ctl(0, ['forget_cluster_node', name]);
   await ctl(i, ['join_cluster', seed]);
   await ctl(i, ['start_app']);
   await waitForAmqp(i);
 }
 
-async function formed() {
+async function allUp() {
   return NODES.every((_, i) => nodePid(i)) && (await Promise.all(NODES.map((node) => accepts(node.port)))).every(Boolean);
 }
 
-async function start() {
-  if ((await formed()) && (await runningNodes(0)).length === NODES.length) {
+// Test files run in parallel processes and each may call start() or stop(): one at a time.
+async function exclusive(fn) {
+  fs.mkdirSync(DIR, { recursive: true });
+  chown(DIR);
+  const lock = path.join(DIR, 'lock');
+  const deadline = Date.now() + LOCK_TIMEOUT;
+  for (let waited = false; ; waited = true) {
+    try {
+      fs.writeFileSync(lock, String(process.pid), { flag: 'wx' });
+      break;
+    } catch (err) {
+      if (err.code !== 'EEXIST') throw err;
+    }
+    // A lock whose owner died is stale; one without a pid is being written or removed.
+    const owner = readPid(lock);
+    if (owner && !alive(owner)) {
+      fs.rmSync(lock, { force: true });
+      continue;
+    }
+    if (Date.now() > deadline) throw new Error(`${lock}: pid ${owner} still holds it after ${LOCK_TIMEOUT} ms`);
+    if (!waited) log(`waiting for pid ${owner}, which holds ${lock}`);
+    await sleep(250);
+  }
+  try {
+    return await fn();
+  } finally {
+    fs.rmSync(lock, { force: true });
+  }
+}
+
+async function startUnlocked() {
+  if ((await allUp()) && (await clusterStatus(0)).running_nodes.length === NODES.length) {
     log(`already up and formed: ${NODES.map((node) => node.name).join(', ')}`);
     return;
   }
@@ -252,11 +305,11 @@ async function start() {
     await boot(0);
   }
   await Promise.all(NODES.map((_, i) => ensureNode(i)));
-  const members = await runningNodes(0);
+  const members = (await clusterStatus(0)).running_nodes;
   for (let i = 1; i < NODES.length; i++) {
     if (!members.includes(NODES[i].name)) await join(i);
   }
-  log(`up: ${(await runningNodes(0)).join(', ')}`);
+  log(`up and formed: ${NODES.map((node) => node.name).join(', ')}`);
 }
 
 // `rabbitmqctl stop`, then SIGKILL to the pid the node wrote if it is still alive.
@@ -274,16 +327,19 @@ async function stopNode(i) {
   await kill(i);
 }
 
-async function stop() {
+async function stopUnlocked() {
   await Promise.all(NODES.map((_, i) => stopNode(i)));
   log('stopped');
 }
+
+const start = () => exclusive(startUnlocked);
+const stop = () => exclusive(stopUnlocked);
 
 async function kill(i) {
   const pid = nodePid(i);
   if (!pid) return;
   process.kill(pid, 'SIGKILL');
-  if (!(await gone(i, pid, STOP_TIMEOUT))) throw new Error(`${NODES[i].name}: pid ${pid} survived SIGKILL`);
+  if (!(await gone(i, pid, STOP_TIMEOUT))) throw new Error(`${NODES[i].name}: pid ${pid} or port ${NODES[i].port} survived SIGKILL`);
 }
 
 async function stopApp(i) {
@@ -310,16 +366,19 @@ async function queueLeader(queueName) {
   const queues = JSON.parse(await ctl(i, ['list_queues', 'name', 'leader', '--formatter', 'json']));
   const queue = queues.find((q) => q.name === queueName);
   if (!queue) throw new Error(`no queue ${queueName} on ${NODES[i].name}`);
-  if (!queue.leader) throw new Error(`queue ${queueName} has no leader (not a quorum queue?)`);
+  if (!queue.leader) throw new Error(`queue ${queueName} has no leader (a classic queue?)`);
   return queue.leader;
 }
 
 async function status() {
   const nodes = await Promise.all(
-    NODES.map(async (node, i) => ({ ...node, pid: nodePid(i) || null, running: !!nodePid(i), amqp: await accepts(node.port) })),
+    NODES.map(async (node, i) => {
+      const pid = nodePid(i);
+      return { ...node, pid: pid || null, running: pid > 0, amqp: await accepts(node.port) };
+    }),
   );
   const i = nodes.findIndex((node) => node.amqp);
-  return { dir: DIR, nodes, cluster: i < 0 ? [] : await runningNodes(i) };
+  return { dir: DIR, nodes, cluster: i < 0 ? [] : (await clusterStatus(i)).running_nodes };
 }
 
 module.exports = { NODES, start, stop, status, stopApp, startApp, kill, restart, setMemoryAlarm, queueLeader, waitForAmqp };
