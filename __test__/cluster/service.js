@@ -1,9 +1,11 @@
 'use strict';
 // A service as people write one against a cluster, for the cluster scenarios: a confirm
 // publisher and a consumer, each a recovering model (amqplib 2.3.1's `recovery` option) with
-// only a 'disconnect' listener and no 'error' listener, so that an error the client should not
-// raise kills the test process. Counts what was published, confirmed, consumed, lost and
-// duplicated, and the longest wait between two confirms.
+// a 'disconnect' listener. Its 'error' events are counted rather than thrown: a service that
+// listens only for 'disconnect' dies of the first one, so where nodes stop gracefully there
+// must be none (a killed node's reset is an 'error' in amqplib too). Counts what was
+// published, confirmed, consumed, lost and duplicated, and the longest wait between two
+// confirms.
 
 const QUORUM = { durable: true, arguments: { 'x-queue-type': 'quorum' } };
 
@@ -17,7 +19,7 @@ function recoveryOptions(setup, preferredNode) {
 // Publishes `perTick` messages every 10 ms while running, each numbered in its messageId.
 async function startPublisher(amqp, target, queue, { perTick = 10, preferredNode } = {}) {
   // `node`: the index of the node it is connected to (ours says in 'connect'; a single URL is 0).
-  const state = { sent: 0, confirmed: new Set(), refused: 0, disconnects: [], longestGap: 0, lastConfirm: 0, channel: null, node: preferredNode ?? 0 };
+  const state = { sent: 0, confirmed: new Set(), refused: 0, disconnects: [], errors: [], longestGap: 0, lastConfirm: 0, channel: null, node: preferredNode ?? 0 };
   const setup = async (model) => {
     const ch = await model.createConfirmChannel();
     ch.on('error', () => {}); // channel errors are a service's business; the connection's are ours
@@ -29,6 +31,7 @@ async function startPublisher(amqp, target, queue, { perTick = 10, preferredNode
   };
   const model = await amqp.connect(target, recoveryOptions(setup, preferredNode));
   model.on('disconnect', (err) => state.disconnects.push(err.message));
+  model.on('error', (err) => state.errors.push(err.message));
   model.on('connect', (m, which) => {
     if (which) state.node = which.index;
   });
@@ -66,7 +69,7 @@ async function startPublisher(amqp, target, queue, { perTick = 10, preferredNode
 }
 
 async function startConsumer(amqp, target, queue, { preferredNode } = {}) {
-  const state = { received: new Set(), duplicates: 0, disconnects: [], deliveries: 0 };
+  const state = { received: new Set(), duplicates: 0, disconnects: [], errors: [], deliveries: 0 };
   const setup = async (model) => {
     const ch = await model.createChannel();
     ch.on('error', () => {});
@@ -83,6 +86,7 @@ async function startConsumer(amqp, target, queue, { preferredNode } = {}) {
   };
   const model = await amqp.connect(target, recoveryOptions(setup, preferredNode));
   model.on('disconnect', (err) => state.disconnects.push(err.message));
+  model.on('error', (err) => state.errors.push(err.message));
   return {
     state,
     stop: () => model.close().catch(() => {}),
@@ -103,6 +107,7 @@ async function settle(publisher, consumer, ms = 30000) {
     duplicated: consumer.state.duplicates,
     longestGapMs: publisher.state.longestGap,
     disconnects: publisher.state.disconnects.length + consumer.state.disconnects.length,
+    errors: [...publisher.state.errors, ...consumer.state.errors],
   };
 }
 
