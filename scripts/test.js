@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 'use strict';
 // `npm test`: the Rust tests, our JS tests, the type check, amqplib's own suite
-// (compat/run.js), the JS tests and amqplib's suite again on the stream path, clippy with and
+// (compat/run.js), the JS tests and amqplib's suite again on the stream path, the cluster
+// scenarios against a three-node cluster of its own (npm run test:cluster), clippy with and
 // without the native socket, Miri over the core's direct reads (where a nightly toolchain has
 // it), a quick API fuzz against amqplib and a short integrity soak,
 // then the Rust tests, the JS tests and the compat suite again with the addon built with
@@ -23,6 +24,8 @@ const steps = [
   // amqp:// as platforms without the native socket (Windows) take it: Node's net.connect.
   ['JS tests, stream path', node, ['--test', '--test-timeout=60000', '__test__/**/*.test.js'], { AMQPLIB_RS_TRANSPORT: 'stream' }],
   ['compat suite, stream path', node, ['compat/run.js'], { AMQPLIB_RS_TRANSPORT: 'stream' }],
+  // A three-node cluster on loopback (scripts/cluster.js), started and stopped by the script.
+  ['cluster scenarios', 'npm', ['run', 'test:cluster']],
   ['crate without the native socket', 'cargo', ['clippy', '--release', '--all-targets', '--target-dir', 'target/stream-only', '--', '-D', 'warnings'], { AMQPLIB_RS_STREAM_ONLY: '1' }],
   ['clippy', 'cargo', ['clippy', '--release', '--all-targets', '--features', 'codec-exports', '--', '-D', 'warnings']],
   ['product build, without the codec exports', node, ['scripts/check-product.js']],
