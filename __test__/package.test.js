@@ -12,7 +12,7 @@ const path = require('node:path');
 
 const ROOT = path.join(__dirname, '..');
 const AMQP_URL = process.env.AMQP_URL || 'amqp://localhost';
-const PLATFORM = 'linux-x64-gnu'; // the one built here
+const PLATFORM = require('../lib/platform').ownPlatformSuffix(); // the one built here
 const BINARY = `amqplib_rs.${PLATFORM}.node`;
 const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
 

@@ -11,6 +11,7 @@ const os = require('node:os');
 const path = require('node:path');
 const net = require('node:net');
 const { spawn } = require('node:child_process');
+const { pathToFileURL } = require('node:url');
 
 const here = __dirname;
 const original = path.join(here, '..', 'node_modules', 'amqplib', 'test');
@@ -54,7 +55,8 @@ function runSuite() {
     '--test',
     '--test-timeout=1000',
     '--test-reporter=spec', '--test-reporter-destination=stdout',
-    `--test-reporter=${path.join(here, 'reporter.mjs')}`, `--test-reporter-destination=${resultsFile}`,
+    // A file URL: Node takes a reporter's absolute path for a URL scheme on Windows (C:).
+    `--test-reporter=${pathToFileURL(path.join(here, 'reporter.mjs')).href}`, `--test-reporter-destination=${resultsFile}`,
     ...exemptions.tests.map((t) => `--test-skip-pattern=^${escapeRegExp(t.name)}$`),
     ...files.map((f) => path.join('test', f)),
   ];

@@ -7,11 +7,10 @@
 
 const path = require('node:path');
 
-const { platformSuffix, runsOnGlibc } = require('./platform');
+const { ownPlatformSuffix } = require('./platform');
 
 function load() {
-  const glibc = process.platform === 'linux' && runsOnGlibc();
-  const suffix = platformSuffix(process.platform, process.arch, glibc);
+  const suffix = ownPlatformSuffix();
   const chosen = process.env.AMQPLIB_RS_ADDON;
   const candidates = chosen ? [path.resolve(chosen)] : [
     path.join(__dirname, '..', 'native', `amqplib_rs.${suffix}.node`),

@@ -35,4 +35,9 @@ function runsOnGlibc() {
   return !!process.report?.getReport?.().header?.glibcVersionRuntime;
 }
 
-module.exports = { platformSuffix, libcInMaps, runsOnGlibc };
+// This process's suffix.
+function ownPlatformSuffix() {
+  return platformSuffix(process.platform, process.arch, process.platform === 'linux' && runsOnGlibc());
+}
+
+module.exports = { platformSuffix, ownPlatformSuffix, libcInMaps, runsOnGlibc };

@@ -41,8 +41,9 @@ function asanRuntime() {
 }
 
 if (process.platform !== 'linux') {
-  console.error('The sanitizer run is set up for Linux only.');
-  process.exit(1);
+  // As Miri where no nightly has it: said and skipped, so that the full run passes elsewhere.
+  console.log(`The sanitizer run is set up for Linux only: skipped on ${process.platform}.`);
+  process.exit(0);
 }
 const host = /host: (\S+)/.exec(execFileSync('rustc', ['-vV'], { encoding: 'utf8' }))[1];
 // --target keeps the sanitizer out of build scripts and proc macros, which run on the host.

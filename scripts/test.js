@@ -1,28 +1,34 @@
 #!/usr/bin/env node
 'use strict';
-// `npm test`: the Rust tests, our JS tests, the type check, amqplib's own suite
-// (compat/run.js), the JS tests and amqplib's suite again on the stream path, the cluster
-// scenarios against a three-node cluster of its own (npm run test:cluster), clippy with and
-// without the native socket, Miri over the core's direct reads (where a nightly toolchain has
-// it), a quick API fuzz against amqplib and a short integrity soak,
-// then the Rust tests, the JS tests and the compat suite again with the addon built with
-// AddressSanitizer (scripts/sanitize.js). Stops at the first step that fails, with
-// its exit code.
+// `npm test` (the loop to run before each commit, a few minutes): the Rust tests, our JS tests
+// on both transports (the generated-file check among them), the type check and amqplib's own
+// suite (compat/run.js).
+// `npm run test:full` (`node scripts/test.js --full`, what CI runs): all of that, then
+// amqplib's suite again on the stream path, the cluster scenarios against a three-node cluster
+// of its own (npm run test:cluster), clippy with and without the native socket, the product
+// build, Miri over the core's direct reads (where a nightly toolchain has it), a quick API fuzz
+// against amqplib, a short integrity soak, and the Rust tests, the JS tests and the compat
+// suite again with the addon built with AddressSanitizer (scripts/sanitize.js).
+// Stops at the first step that fails, with its exit code.
 
 const { spawnSync } = require('node:child_process');
 const path = require('node:path');
 
 const root = path.join(__dirname, '..');
 const node = process.execPath;
+const full = process.argv.includes('--full');
 
-const steps = [
+const quick = [
   ['Rust tests', 'cargo', ['test', '--release']],
   ['broker', node, ['scripts/broker.js']],
   ['JS tests', node, ['--test', '--test-timeout=60000', '__test__/**/*.test.js']],
-  ['type check', node, [require.resolve('typescript/bin/tsc', { paths: [root] }), '-p', 'tsconfig.json']],
-  ['compat suite', node, ['compat/run.js']],
   // amqp:// as platforms without the native socket (Windows) take it: Node's net.connect.
   ['JS tests, stream path', node, ['--test', '--test-timeout=60000', '__test__/**/*.test.js'], { AMQPLIB_RS_TRANSPORT: 'stream' }],
+  ['type check', node, [require.resolve('typescript/bin/tsc', { paths: [root] }), '-p', 'tsconfig.json']],
+  ['compat suite', node, ['compat/run.js']],
+];
+
+const more = [
   ['compat suite, stream path', node, ['compat/run.js'], { AMQPLIB_RS_TRANSPORT: 'stream' }],
   // A three-node cluster on loopback (scripts/cluster.js), started and stopped by the script.
   ['cluster scenarios', 'npm', ['run', 'test:cluster']],
@@ -35,7 +41,8 @@ const steps = [
   ['sanitizer', node, ['scripts/sanitize.js']],
 ];
 
-console.log(`npm test on Node ${process.version}`);
+const steps = full ? [...quick, ...more] : quick;
+console.log(`${full ? 'npm run test:full' : 'npm test'} on Node ${process.version}`);
 for (const [name, command, args, env = {}] of steps) {
   const vars = Object.entries(env).map(([k, v]) => `${k}=${v} `).join('');
   console.log(`\n=== ${name}: ${vars}${[path.basename(command), ...args].join(' ')}`);
