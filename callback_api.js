@@ -9,11 +9,17 @@ const { nodesOf } = require('./lib/nodes');
 const credentials = require('./lib/credentials');
 const { IllegalOperationError } = require('./lib/error');
 
-function openCallbackModel(url, socketOptions, cb) {
-  openConnection(url, socketOptions, (err, connection) => {
-    if (err === null) cb(null, new CallbackModel(connection));
-    else cb(err);
-  });
+// `nodeIndex`: which node of a list recovery goes round (for tracing).
+function openCallbackModel(url, socketOptions, cb, nodeIndex) {
+  openConnection(
+    url,
+    socketOptions,
+    (err, connection) => {
+      if (err === null) cb(null, new CallbackModel(connection));
+      else cb(err);
+    },
+    nodeIndex,
+  );
 }
 
 // connect(url, socketOptions, cb), connect(url, cb) or connect(cb).
@@ -35,9 +41,9 @@ function connect(url, socketOptions, cb) {
 
   const { connectionOptions, recovery: recoveryOptions } = recovery.splitConnectionOptions(options);
   if (recovery.recoveryEnabled(recoveryOptions)) {
-    const openModel = (node) =>
+    const openModel = (node, index) =>
       new Promise((resolve, reject) => {
-        openCallbackModel(node, connectionOptions, (err, model) => (err ? reject(err) : resolve(model)));
+        openCallbackModel(node, connectionOptions, (err, model) => (err ? reject(err) : resolve(model)), index);
       });
     return recovery.connectWithRecoveryCallback(openModel, recoveryOptions, callback, nodesOf(target));
   }

@@ -9,14 +9,20 @@ const { nodesOf } = require('./lib/nodes');
 const credentials = require('./lib/credentials');
 const { IllegalOperationError } = require('./lib/error');
 
-function openChannelModel(url, socketOptions) {
+// `nodeIndex`: which node of a list recovery goes round (for tracing).
+function openChannelModel(url, socketOptions, nodeIndex) {
   return new Promise((resolve, reject) => {
     // A bad URL throws synchronously inside this executor, which turns it
     // into a rejection.
-    openConnection(url, socketOptions, (err, connection) => {
-      if (err) reject(err);
-      else resolve(new ChannelModel(connection));
-    });
+    openConnection(
+      url,
+      socketOptions,
+      (err, connection) => {
+        if (err) reject(err);
+        else resolve(new ChannelModel(connection));
+      },
+      nodeIndex,
+    );
   });
 }
 
@@ -32,7 +38,7 @@ function connect(url, socketOptions) {
     } catch (err) {
       return Promise.reject(err);
     }
-    return recovery.connectWithRecoveryPromise((node) => openChannelModel(node, connectionOptions), recoveryOptions, nodes);
+    return recovery.connectWithRecoveryPromise((node, index) => openChannelModel(node, connectionOptions, index), recoveryOptions, nodes);
   }
   return openChannelModel(url, connectionOptions);
 }

@@ -98,7 +98,7 @@ class Channel extends BaseChannel {
   }
 
   close(cb) {
-    this.closeBecause('Goodbye', defs.constants.REPLY_SUCCESS, () => {
+    this.closeByUser(() => {
       if (cb) cb(null);
     });
   }
@@ -160,8 +160,7 @@ class Channel extends BaseChannel {
   // Returns false when the channel's write buffer is full: wait for
   // 'drain' before publishing more.
   publish(exchange, routingKey, content, options) {
-    const fieldsAndProps = Args.publish(exchange, routingKey, options);
-    return this.sendMessage(fieldsAndProps, fieldsAndProps, content);
+    return this.publishMessage(exchange, routingKey, content, options);
   }
 
   sendToQueue(queue, content, options) {
@@ -174,7 +173,7 @@ class Channel extends BaseChannel {
     this._rpc(defs.BasicConsume, fields, defs.BasicConsumeOk, (err, reply) => {
       if (err !== null) return done(err);
       // Register before any delivery for the new consumer is processed.
-      this.registerConsumer(reply.fields.consumerTag, callback, fields.noAck);
+      this.registerConsumer(reply.fields.consumerTag, callback, fields.noAck, fields.queue);
       return done(null, reply.fields);
     });
     return this;
@@ -237,10 +236,7 @@ class Channel extends BaseChannel {
 // nacks it (or the channel closes first).
 class ConfirmChannel extends Channel {
   publish(exchange, routingKey, content, options, cb) {
-    // If the publish throws (closed channel), no callback is queued.
-    const written = super.publish(exchange, routingKey, content, options);
-    this.pushConfirmCallback(cb);
-    return written;
+    return this.publishConfirmed(exchange, routingKey, content, options, cb);
   }
 
   sendToQueue(queue, content, options, cb) {

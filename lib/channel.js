@@ -14,6 +14,7 @@ const safeEmit = require('./safe_emit');
 const Args = require('./api_args');
 const { isEncodableTag } = require('./outgoing');
 const { UnsettledTags } = require('./unsettled');
+const tracing = require('./tracing');
 
 const { constants } = defs;
 
@@ -92,10 +93,24 @@ class Channel extends EventEmitter {
     return writable;
   }
 
-  // Sends now if no RPC is in flight, else queues behind it. An RPC whose arguments cannot
-  // be sent (a table too large for a frame, say) throws and leaves the channel free for the
-  // next one (amqplib's would wait for a reply that never comes).
+  // Sends now if no RPC is in flight, else queues behind it; traced on amqplib:rpc when
+  // subscribed. An RPC whose arguments cannot be sent (a table too large for a frame, say)
+  // throws and leaves the channel free for the next one (amqplib's would wait for a reply
+  // that never comes).
   sendOrEnqueue(method, fields, reply) {
+    if (!tracing.rpc.hasSubscribers) return this.enqueueRpc(method, fields, reply);
+    const context = { ...tracing.serverOf(this.connection), method: tracing.rpcName(method), fields, channel: this.ch };
+    // The reply comes as (null, frame), (Error) or (the server's close frame): the tracer is
+    // told an Error, the reply what it always gets.
+    return tracing.traceCallback(
+      tracing.rpc,
+      context,
+      (traced) => this.enqueueRpc(method, fields, (err, f) => traced(rpcError(method, err), f, err)),
+      (_, f, err) => reply(err, f),
+    );
+  }
+
+  enqueueRpc(method, fields, reply) {
     if (this.reply === null) {
       this.reply = reply;
       try {
@@ -128,6 +143,45 @@ class Channel extends EventEmitter {
 
   sendMessage(fields, properties, content) {
     return this.connection.sendMessage(this.ch, defs.BasicPublish, fields, defs.BasicProperties, properties, content);
+  }
+
+  // publish and sendToQueue of both APIs; traced on amqplib:publish when subscribed, the
+  // subscriber's additions to the properties sent.
+  publishMessage(exchange, routingKey, content, options) {
+    if (!tracing.publish.hasSubscribers) return this.sendPublish(exchange, routingKey, content, options);
+    const context = tracing.publishContext(this, exchange, routingKey, content, options, false);
+    return tracing.publish.traceSync(this.sendPublish, context, this, exchange, routingKey, content, context.properties);
+  }
+
+  // A confirm channel's publish: `cb` hears the server's ack (null) or nack (an Error); traced
+  // through to that outcome.
+  publishConfirmed(exchange, routingKey, content, options, cb) {
+    if (!tracing.publish.hasSubscribers) {
+      // If the publish throws (closed channel), no callback is queued.
+      const written = this.sendPublish(exchange, routingKey, content, options);
+      this.pushConfirmCallback(cb);
+      return written;
+    }
+    const context = tracing.publishContext(this, exchange, routingKey, content, options, true);
+    const send = (confirmed) => {
+      const written = this.sendPublish(exchange, routingKey, content, context.properties);
+      this.pushConfirmCallback(confirmed);
+      return written;
+    };
+    return tracing.traceCallback(tracing.publish, context, send, typeof cb === 'function' ? cb : noop);
+  }
+
+  sendPublish(exchange, routingKey, content, options) {
+    const fieldsAndProps = Args.publish(exchange, routingKey, options);
+    return this.sendMessage(fieldsAndProps, fieldsAndProps, content);
+  }
+
+  // close() of both APIs: traced on amqplib:rpc as channel.close.
+  closeByUser(k) {
+    if (!tracing.rpc.hasSubscribers) return this.closeBecause('Goodbye', constants.REPLY_SUCCESS, k);
+    const fields = { replyCode: constants.REPLY_SUCCESS, replyText: 'Goodbye' };
+    const context = { ...tracing.serverOf(this.connection), method: 'channel.close', fields, channel: this.ch };
+    return tracing.traceCallback(tracing.rpc, context, (done) => this.closeBecause('Goodbye', constants.REPLY_SUCCESS, done), k);
   }
 
   _rpc(method, fields, expect, cb) {
@@ -190,8 +244,13 @@ class Channel extends EventEmitter {
         error.classId = info.classId;
         error.methodId = info.methodId;
       }
-      safeEmit(this, 'error', error);
+      this.reportError(error);
     });
+  }
+
+  reportError(error) {
+    if (tracing.channelError.hasSubscribers) tracing.channelError.publish({ channel: this, error });
+    safeEmit(this, 'error', error);
   }
 
   // A whole message (a delivery, a return, or a get's) goes to `deliver`; whatever that
@@ -321,7 +380,7 @@ class Channel extends EventEmitter {
     error.code = f.fields.replyCode;
     error.classId = f.fields.classId;
     error.methodId = f.fields.methodId;
-    safeEmit(this, 'error', error);
+    this.reportError(error);
     this.toClosed(stackCapture(message));
   }
 
@@ -406,6 +465,14 @@ function confirmNacked(cb) {
   if (cb) cb(new Error('message nacked'));
 }
 
+function noop() {}
+
+// What an RPC's tracer is told of its failure: the error, or the server's close as one.
+function rpcError(method, err) {
+  if (err === null || err instanceof Error) return err;
+  return convertCloseFrameToError(method, err);
+}
+
 function invalidOp(msg, stack) {
   return () => {
     throw new IllegalOperationError(msg, stack);
@@ -444,14 +511,16 @@ class BaseChannel extends Channel {
   constructor(connection) {
     super(connection);
     this.consumers = new Map();
+    this.consumerQueues = new Map(); // tag -> queue, for the deliveries' tracing
     this.noAckConsumers = new Set();
     this.on('delivery', this.handleDelivery.bind(this));
     this.on('cancel', this.handleCancel.bind(this));
   }
 
   // `noAck` as the consumer was asked for: its deliveries wait for no ack.
-  registerConsumer(tag, callback, noAck) {
+  registerConsumer(tag, callback, noAck, queue) {
     this.consumers.set(tag, callback);
+    this.consumerQueues.set(tag, queue);
     // A tag can come back (a consumerTag given twice, after a cancel that did not finish).
     if (noAck) this.noAckConsumers.add(tag);
     else this.noAckConsumers.delete(tag);
@@ -459,6 +528,7 @@ class BaseChannel extends Channel {
 
   unregisterConsumer(tag) {
     this.consumers.delete(tag);
+    this.consumerQueues.delete(tag);
     this.noAckConsumers.delete(tag);
   }
 
@@ -471,7 +541,9 @@ class BaseChannel extends Channel {
   handleDelivery(message) {
     const fields = message.fields;
     this.unsettled.received(fields.deliveryTag, !this.noAckConsumers.has(fields.consumerTag));
-    return this.dispatchMessage(fields, message);
+    if (!tracing.deliver.hasSubscribers) return this.dispatchMessage(fields, message);
+    const context = tracing.deliverContext(this, this.consumerQueues.get(fields.consumerTag), message);
+    return tracing.deliver.traceSync(this.dispatchMessage, context, this, fields, message);
   }
 
   handleCancel(fields) {

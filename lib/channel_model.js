@@ -98,7 +98,7 @@ class Channel extends BaseChannel {
 
   close() {
     return new Promise((resolve) => {
-      this.closeBecause('Goodbye', defs.constants.REPLY_SUCCESS, () => resolve());
+      this.closeByUser(() => resolve());
     });
   }
 
@@ -158,8 +158,7 @@ class Channel extends BaseChannel {
   // Returns false when the channel's write buffer is full: wait for
   // 'drain' before publishing more.
   publish(exchange, routingKey, content, options) {
-    const fieldsAndProps = Args.publish(exchange, routingKey, options);
-    return this.sendMessage(fieldsAndProps, fieldsAndProps, content);
+    return this.publishMessage(exchange, routingKey, content, options);
   }
 
   sendToQueue(queue, content, options) {
@@ -173,7 +172,7 @@ class Channel extends BaseChannel {
         if (err) return reject(err);
         // Register synchronously, before any delivery for the new
         // consumer can be processed.
-        this.registerConsumer(reply.fields.consumerTag, callback, fields.noAck);
+        this.registerConsumer(reply.fields.consumerTag, callback, fields.noAck, fields.queue);
         return resolve(reply.fields);
       });
     });
@@ -242,10 +241,7 @@ class Channel extends BaseChannel {
 // (`null` for an ack, an Error for a nack).
 class ConfirmChannel extends Channel {
   publish(exchange, routingKey, content, options, cb) {
-    // If the publish throws (closed channel), no callback is queued.
-    const written = super.publish(exchange, routingKey, content, options);
-    this.pushConfirmCallback(cb);
-    return written;
+    return this.publishConfirmed(exchange, routingKey, content, options, cb);
   }
 
   sendToQueue(queue, content, options, cb) {

@@ -15,7 +15,8 @@ const net = require('node:net');
 const { NativeSocket } = require('./native_socket');
 const QS = require('node:querystring');
 const credentials = require('./credentials');
-const { checkNodeList, openFirst } = require('./nodes');
+const { checkNodeList, describeNode, openFirst } = require('./nodes');
+const tracing = require('./tracing');
 const pkg = require('../package.json');
 
 const DEFAULT_FRAME_MAX = 131072; // RabbitMQ 4.1 refuses smaller maxima
@@ -209,20 +210,43 @@ function abandon(sock) {
 // lib/nodes.js); calls `openCallback(null, connection)` or `openCallback(err)`. Throws
 // synchronously if a single URL's protocol is neither amqp: nor amqps:, or a list is empty or
 // holds anything but URLs.
-function connect(url, socketOptions, openCallback) {
+// `nodeIndex` is where a single URL stands in a list of nodes (recovery goes round one).
+function connect(url, socketOptions, openCallback, nodeIndex = 0) {
   if (!Array.isArray(url)) {
-    connectToNode(url, socketOptions, openCallback);
+    connectToNode(url, socketOptions, openCallback, nodeIndex);
     return;
   }
   checkNodeList(url);
-  openFirst(url, (node, cb) => connectToNode(node, socketOptions, cb), openCallback);
+  openFirst(url, (node, cb, index) => connectToNode(node, socketOptions, cb, index), openCallback);
+}
+
+// One connection attempt, traced on amqplib:connect when subscribed.
+function connectToNode(url, socketOptions, openCallback, nodeIndex) {
+  const plan = prepareConnect(url, socketOptions);
+  if (!tracing.connect.hasSubscribers) {
+    openConnection(plan, openCallback);
+    return;
+  }
+  const context = {
+    system: tracing.SYSTEM,
+    serverAddress: plan.sockopts.host,
+    serverPort: plan.sockopts.port,
+    vhost: plan.fields.virtualHost,
+    node: describeNode(url || 'amqp://localhost'),
+    nodeIndex,
+  };
+  const attempt = (done) =>
+    openConnection(plan, (err, connection) => {
+      if (!err) Object.assign(context, { frameMax: connection.frameMax, channelMax: connection.channelMax, heartbeat: connection.heartbeat });
+      done(err, connection);
+    });
+  tracing.traceCallback(tracing.connect, context, attempt, openCallback);
 }
 
 // Open a socket and run the AMQP opening handshake over it; calls
 // `openCallback(null, connection)` or `openCallback(err)`. Throws
 // synchronously if the URL's protocol is neither amqp: nor amqps:.
-function connectToNode(url, socketOptions, openCallback) {
-  const plan = prepareConnect(url, socketOptions);
+function openConnection(plan, openCallback) {
 
   // The socket error, the timeout and the handshake can each report a
   // failure; only the first outcome reaches the caller.
@@ -244,6 +268,8 @@ function connectToNode(url, socketOptions, openCallback) {
 
     const Connection = connectionClass();
     const connection = new Connection(sock);
+    connection.serverAddress = plan.sockopts.host;
+    connection.serverPort = plan.sockopts.port;
     connection.open(plan.fields, (err) => {
       // The timeout guards the connection attempt only; heartbeats look
       // after the open connection.

@@ -21,6 +21,7 @@ const { HEARTBEAT, PROTOCOL_HEADER } = require('./frame');
 const { closeMessage, methodName, inspect } = require('./format');
 const { IllegalOperationError, stackCapture } = require('./error');
 const safeEmit = require('./safe_emit');
+const tracing = require('./tracing');
 
 const { constants } = defs;
 
@@ -261,6 +262,7 @@ class Connection extends EventEmitter {
     // A stream has taken its copy of the output; a native socket releases the session itself
     // once what it still has to write is written.
     if (!this.native) this.session.release();
+    if (tracing.connectionClose.hasSubscribers) tracing.connectionClose.publish({ connection: this, error: maybeErr });
     safeEmit(this, 'close', maybeErr);
     if (closeWaiter) closeWaiter(maybeErr || new Error('Connection closed before the server confirmed the close'));
   }
@@ -412,10 +414,12 @@ function channel0(connection) {
       }
       case defs.ConnectionBlocked:
         connection.blocked = true;
+        if (tracing.connectionBlocked.hasSubscribers) tracing.connectionBlocked.publish({ connection, reason: f.fields.reason });
         safeEmit(connection, 'blocked', f.fields.reason);
         break;
       case defs.ConnectionUnblocked:
         connection.blocked = false;
+        if (tracing.connectionUnblocked.hasSubscribers) tracing.connectionUnblocked.publish({ connection });
         safeEmit(connection, 'unblocked');
         break;
       case defs.ConnectionUpdateSecretOk:

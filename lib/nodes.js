@@ -1,4 +1,6 @@
 'use strict';
+const { AsyncResource } = require('node:async_hooks');
+
 // A list of nodes: `connect([url, url, ...], socketOptions)`, for a RabbitMQ cluster. Each
 // entry is a URL string or object, as `connect` takes one, with its own credentials, vhost
 // and query options where it gives them, and the socket options shared. Without recovery the
@@ -47,12 +49,14 @@ function allNodesFailed(urls, errors) {
   return err;
 }
 
-// Calls `open(url, cb)` for each node in turn, from the first, until one calls back with no
+// Calls `open(url, cb, index)` for each node in turn, from the first, until one calls back with no
 // error; then `cb(null, value)`, else `cb(allNodesFailed(...))`. A node whose `open` throws
-// (a URL of another protocol, say) has failed like any other.
+// (a URL of another protocol, say) has failed like any other. Each node is tried after the
+// last one's failure has been handled, in the caller's async context: traced attempts
+// (lib/tracing.js) are one after the other, not each inside the last one's callback.
 function openFirst(urls, open, cb) {
   const errors = [];
-  const tryNode = (i) => {
+  const tryNode = AsyncResource.bind((i) => {
     if (i === urls.length) {
       cb(allNodesFailed(urls, errors));
       return;
@@ -61,15 +65,15 @@ function openFirst(urls, open, cb) {
       if (!err) cb(null, value);
       else {
         errors.push(err);
-        tryNode(i + 1);
+        process.nextTick(tryNode, i + 1);
       }
     };
     try {
-      open(urls[i], next);
+      open(urls[i], next, i);
     } catch (err) {
       next(err);
     }
-  };
+  });
   tryNode(0);
 }
 

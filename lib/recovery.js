@@ -338,7 +338,7 @@ class RecoveringModel extends EventEmitter {
     const index = this.#order[position];
     let model = null;
     try {
-      model = await this.#openModel(this.#nodes[index]);
+      model = await this.#openModel(this.#nodes[index], index);
       // close() may have been called while the model opened: then no setup.
       if (!this.#stopped) await runSetup(this.#settings.setup, model);
       if (this.#stopped) {
