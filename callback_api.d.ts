@@ -14,6 +14,8 @@ import type {
   ReconnectSchedule,
   ConnectTarget,
   ConnectedNode,
+  ConnectionCounters,
+  ProcessCounters,
   RecoveryOptionsFor,
   Replies,
   ServerProperties,
@@ -25,6 +27,8 @@ export type {
   CommonMessageFields,
   ConnectTarget,
   ConnectedNode,
+  ConnectionCounters,
+  ProcessCounters,
   ConsumeMessage,
   ConsumeMessageFields,
   GetMessage,
@@ -70,7 +74,7 @@ export declare function connect(
 // The credential builders and the error class are the very same objects in
 // both entry points, so they are declared once (in the promise API) and
 // re-exported here.
-export { credentials, IllegalOperationError } from './index';
+export { credentials, IllegalOperationError, counters } from './index';
 
 // ---------------------------------------------------------------------------
 // Connection level
@@ -95,6 +99,8 @@ export interface Connection extends EventEmitter {
     callback: (err: Error, confirmChannel: ConfirmChannel) => void,
   ): ConfirmChannel;
   /** Replaces the credential secret (connection.update-secret). */
+  /** This connection's counters (amqplib-rs; optional in the type so that amqplib's models fit it). */
+  counters?(): ConnectionCounters;
   updateSecret(newSecret: Buffer, reason: string, callback?: (err: Error) => void): void;
 
   on(event: 'close', listener: (err?: Error) => void): this;
@@ -122,6 +128,8 @@ export interface RecoveringConnection extends EventEmitter {
     options: ChannelOptions,
     callback: (err: Error, confirmChannel: ConfirmChannel) => void,
   ): ConfirmChannel;
+  /** The counters of the connection open now, or null between connections (amqplib-rs; optional in the type so that amqplib's fit it). */
+  counters?(): ConnectionCounters | null;
   updateSecret(newSecret: Buffer, reason: string, callback?: (err: Error) => void): void;
 
   on(event: 'connect', listener: (model: Connection, node: ConnectedNode) => void): this;

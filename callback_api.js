@@ -8,6 +8,7 @@ const recovery = require('./lib/recovery');
 const { nodesOf } = require('./lib/nodes');
 const credentials = require('./lib/credentials');
 const { IllegalOperationError } = require('./lib/error');
+const { processCounters } = require('./lib/counters');
 
 // `nodeIndex`: which node of a list recovery goes round (for tracing).
 function openCallbackModel(url, socketOptions, cb, nodeIndex) {
@@ -52,4 +53,5 @@ function connect(url, socketOptions, cb) {
   return undefined;
 }
 
-module.exports = { connect, credentials, IllegalOperationError };
+// counters(): every connection's counters summed over the process (lib/counters.js).
+module.exports = { connect, credentials, IllegalOperationError, counters: processCounters };

@@ -15,6 +15,8 @@ import type {
   ReconnectSchedule,
   ConnectTarget,
   ConnectedNode,
+  ConnectionCounters,
+  ProcessCounters,
   RecoveryOptionsFor,
   Replies,
   ServerProperties,
@@ -26,6 +28,8 @@ export type {
   CommonMessageFields,
   ConnectTarget,
   ConnectedNode,
+  ConnectionCounters,
+  ProcessCounters,
   ConsumeMessage,
   ConsumeMessageFields,
   GetMessage,
@@ -59,6 +63,9 @@ export declare function connect(
  * has completed.
  */
 export declare function connect(url: ConnectTarget, socketOptions?: SocketOptions): Promise<ChannelModel>;
+
+/** Every connection's counters, summed over the process (not in amqplib). */
+export declare function counters(): ProcessCounters;
 
 /** Builders for the supported SASL authentication mechanisms. */
 export declare const credentials: CredentialFactories;
@@ -95,6 +102,8 @@ export interface ChannelModel extends EventEmitter {
   /** Opens a new channel in publisher-confirm mode. */
   createConfirmChannel(options?: ChannelOptions): Promise<ConfirmChannel>;
   /** Replaces the credential secret (connection.update-secret). */
+  /** This connection's counters (amqplib-rs; optional in the type so that amqplib's models fit it). */
+  counters?(): ConnectionCounters;
   updateSecret(newSecret: Buffer, reason: string): Promise<void>;
 
   on(event: 'close', listener: (err?: Error) => void): this;
@@ -120,6 +129,8 @@ export interface RecoveringChannelModel extends EventEmitter {
   close(): Promise<void>;
   createChannel(options?: ChannelOptions): Promise<Channel>;
   createConfirmChannel(options?: ChannelOptions): Promise<ConfirmChannel>;
+  /** The counters of the connection open now, or null between connections (amqplib-rs; optional in the type so that amqplib's fit it). */
+  counters?(): ConnectionCounters | null;
   updateSecret(newSecret: Buffer, reason: string): Promise<void>;
 
   on(event: 'connect', listener: (model: ChannelModel, node: ConnectedNode) => void): this;

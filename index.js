@@ -8,6 +8,7 @@ const recovery = require('./lib/recovery');
 const { nodesOf } = require('./lib/nodes');
 const credentials = require('./lib/credentials');
 const { IllegalOperationError } = require('./lib/error');
+const { processCounters } = require('./lib/counters');
 
 // `nodeIndex`: which node of a list recovery goes round (for tracing).
 function openChannelModel(url, socketOptions, nodeIndex) {
@@ -43,4 +44,5 @@ function connect(url, socketOptions) {
   return openChannelModel(url, connectionOptions);
 }
 
-module.exports = { connect, credentials, IllegalOperationError };
+// counters(): every connection's counters summed over the process (lib/counters.js).
+module.exports = { connect, credentials, IllegalOperationError, counters: processCounters };

@@ -46,6 +46,11 @@ class CallbackModel extends EventEmitter {
     this.connection.close(cb);
   }
 
+  // This connection's counters (lib/counters.js).
+  counters() {
+    return this.connection.counters();
+  }
+
   updateSecret(newSecret, reason, cb) {
     this.connection._updateSecret(newSecret, reason, cb);
   }

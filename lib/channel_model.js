@@ -57,6 +57,11 @@ class ChannelModel extends EventEmitter {
     });
   }
 
+  // This connection's counters (lib/counters.js).
+  counters() {
+    return this.connection.counters();
+  }
+
   updateSecret(newSecret, reason) {
     return new Promise((resolve, reject) => {
       this.connection._updateSecret(newSecret, reason, (err, ok) => (err ? reject(err) : resolve(ok)));

@@ -22,6 +22,7 @@ const { closeMessage, methodName, inspect } = require('./format');
 const { IllegalOperationError, stackCapture } = require('./error');
 const safeEmit = require('./safe_emit');
 const tracing = require('./tracing');
+const counters = require('./counters');
 
 const { constants } = defs;
 
@@ -45,6 +46,8 @@ class Connection extends EventEmitter {
 
     this.expectSocketClose = false;
     this.closeWaiter = null;
+    // When the last heartbeat frame came (ms since the epoch), for the counters.
+    this.lastHeartbeatAt = null;
     this.blocked = false;
     this.freeChannels = new BitSet();
     this.channels = [{ channel: { accept: channel0(this) } }];
@@ -170,6 +173,7 @@ class Connection extends EventEmitter {
       this.stream.on('end', this.onSocketError.bind(this, new Error('Unexpected close')));
       this.on('frameError', this.onSocketError.bind(this));
       this.acceptLoop();
+      counters.opened(this);
       openCallback(null, openOk);
     };
 
@@ -244,8 +248,15 @@ class Connection extends EventEmitter {
     }
   }
 
+  // Its counters (lib/counters.js): frames, bytes, reads and writes, messages, confirms
+  // outstanding, the write buffer, the last heartbeat.
+  counters() {
+    return counters.countersOf(this);
+  }
+
   // Fully closed: nothing more is sent or accepted.
   toClosed(capturedStack, maybeErr) {
+    counters.closed(this);
     const closeWaiter = this.closeWaiter;
     this.closeWaiter = null;
     this._closeChannels(capturedStack);
@@ -400,7 +411,10 @@ function mainAccept(frame) {
 // Channel 0 carries the connection's own methods.
 function channel0(connection) {
   return (f) => {
-    if (f === HEARTBEAT) return; // already counted as activity
+    if (f === HEARTBEAT) {
+      connection.lastHeartbeatAt = Date.now(); // already counted as activity
+      return;
+    }
     switch (f.id) {
       case defs.ConnectionClose: {
         connection.sendMethod(0, defs.ConnectionCloseOk, {});

@@ -40,6 +40,9 @@ class Incoming {
     this.bytesReadAtLastCheck = 0;
     // What keepLeftovers read from a failing stream's descriptor, taken after the stream's own.
     this.leftovers = null;
+    // For the counters (lib/counters.js): a stream's chunks, and deliveries and gets' messages.
+    this.reads = 0;
+    this.delivered = 0;
   }
 
   // A write to the stream has just failed (the server has gone): Node will close the socket on
@@ -85,6 +88,7 @@ class Incoming {
       const input = this.stream.read() ?? this.takeLeftovers();
       if (input === null) return false;
       this.readSinceLastCheck = true;
+      this.reads++;
       if (this.parsedAsRead) {
         this.loadTape(input, this.stream.objects, this.stream.slab);
       } else {
@@ -138,6 +142,7 @@ class Incoming {
         return { id, channel, fields: reader.methodFields(id, t, i + METHOD_ARGUMENTS) };
       // A whole delivery, return or get-ok: the core has checked its frames' order and sizes.
       case EVENT_MESSAGE: {
+        if (id !== defs.BasicReturn) this.delivered++;
         const f = forDispatch ? this.dispatched : messageFrame();
         f.id = id;
         f.channel = channel;

@@ -35,6 +35,10 @@ class Outgoing {
     this.channels = channels;
     this.writesItself = writesItself;
     this.onWriteFailed = onWriteFailed;
+    // For the counters (lib/counters.js): writes to a stream, publishes, acks.
+    this.writes = 0;
+    this.published = 0;
+    this.acked = 0;
     this.sentSinceLastCheck = false;
     this.flushScheduled = false;
     this.writeStalled = false;
@@ -85,6 +89,7 @@ class Outgoing {
   writeOutput() {
     const out = native.takeOutput(this.handle);
     if (out === null) return true;
+    this.writes++;
     const more = this.stream.write(out);
     // A write that fails at once marks the stream errored now, and destroys it a tick later.
     if (this.stream.errored) this.onWriteFailed();
@@ -137,6 +142,7 @@ class Outgoing {
   // `tag` one isEncodableTag takes, `flags` as acknowledgementFlags makes them, `settlesPrefix`
   // 1 when the channel's UnsettledTags says so, else 0.
   sendAcknowledgement(channel, method, tag, flags, settlesPrefix) {
+    if (method === defs.BasicAck) this.acked++;
     const pending = native.sendAcknowledgement(this.handle, channel, method, tag, flags, settlesPrefix);
     this.scheduleFlush();
     return this.writable(undefined, pending);
@@ -159,6 +165,7 @@ class Outgoing {
       pending = native.sendMessage(this.handle, channel, method, fields, properties, props, content);
     }
     this.scheduleFlush();
+    this.published++;
     if (record) record.waiting++;
     return this.writable(record, pending);
   }

@@ -249,6 +249,11 @@ class RecoveringModel extends EventEmitter {
     }
   }
 
+  // The counters of the connection open now (lib/counters.js), or null between connections.
+  counters() {
+    return this.#model ? this.#model.counters() : null;
+  }
+
   // --- internals ---
 
   #currentModel() {

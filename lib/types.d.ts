@@ -353,6 +353,40 @@ export interface ConnectedNode {
   node: string;
 }
 
+/**
+ * A connection's counters (`model.counters()`): totals since it opened, and how things
+ * stand now. Reading them makes the object; counting costs nothing more.
+ */
+export interface ConnectionCounters {
+  /** AMQP frames received and sent (a message is its method, header and body frames). */
+  framesReceived: number;
+  framesSent: number;
+  /** Bytes read from and written to the socket. */
+  bytesReceived: number;
+  bytesSent: number;
+  /** Socket reads and writes. */
+  reads: number;
+  writes: number;
+  /** publish and sendToQueue calls sent. */
+  messagesPublished: number;
+  /** Messages handed to consumers, and got by `get`. */
+  messagesDelivered: number;
+  /** ack calls sent (consecutive ones may leave as one frame). */
+  messagesAcked: number;
+  /** Publishes on confirm channels the server has not acked or nacked yet. */
+  confirmsOutstanding: number;
+  /** Bytes waiting to be written. */
+  writeBufferSize: number;
+  /** When the last heartbeat frame arrived (ms since the epoch), or null. */
+  lastHeartbeatAt: number | null;
+}
+
+/** Every connection's counters summed over the process (`counters()`). */
+export interface ProcessCounters extends ConnectionCounters {
+  /** Connections open now. */
+  connections: number;
+}
+
 /** Shape of the `reconnect-scheduled` event payload. */
 export interface ReconnectSchedule {
   attempt: number;

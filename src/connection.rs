@@ -77,6 +77,10 @@ pub struct Connection {
     /// body being assembled, into a Buffer for JS), for the benchmarks and tests; what a
     /// socket read puts in the read buffer is not a copy.
     pub bytes_copied: u64,
+    /// Frames parsed and frames put in the output (a widened ack is none), for the
+    /// application's counters.
+    pub frames_received: u64,
+    pub frames_sent: u64,
     /// Per channel, the method and header frames of its last publish, to send again for a
     /// publish with the same arguments (only the body size differs).
     last_publish: ByChannel<Vec<u8>>,
@@ -115,6 +119,8 @@ impl Default for Connection {
             out: Vec::new(),
             ignoring_input: false,
             bytes_copied: 0,
+            frames_received: 0,
+            frames_sent: 0,
             last_publish: ByChannel::default(),
             direct: None,
             frame_end_due: None,
@@ -347,6 +353,7 @@ impl Connection {
         }
         assembly.append(arrived);
         self.bytes_copied += arrived_len as u64;
+        self.frames_received += 1;
         self.direct = Some(DirectBody { channel, payload_left: size - arrived_len });
         // The partial frame is in the assembly now; the read buffer keeps only held frames.
         self.read.truncate(pos);
@@ -407,6 +414,7 @@ impl Connection {
     }
 
     fn frame(&mut self, env: Envelope, pos: usize) -> Result<(), ProtocolError> {
+        self.frames_received += 1;
         let payload = pos + frame::HEADER_BYTES..pos + frame::HEADER_BYTES + env.size;
         match env.kind as u32 {
             FRAME_METHOD => self.method_frame(env.channel, payload),
@@ -544,6 +552,7 @@ impl Connection {
     pub fn send_frames(&mut self, frames: &[u8]) -> crate::codec::Result<()> {
         self.check_sendable(frames)?;
         self.out.extend_from_slice(frames);
+        self.frames_sent += frame::count_frames(frames);
         Ok(())
     }
 
@@ -554,7 +563,7 @@ impl Connection {
         let frame_max = self.body_frame_max()?;
         self.check_sendable(head)?;
         self.out.extend_from_slice(head);
-        frame::write_body(&mut self.out, channel, content, frame_max);
+        self.frames_sent += frame::count_frames(head) + frame::write_body(&mut self.out, channel, content, frame_max);
         Ok(())
     }
 
@@ -586,12 +595,14 @@ impl Connection {
         };
         if !(settles_prefix && method.id == spec::BASIC_ACK.id) {
             frame::write_acknowledgement(&mut self.out, channel, method, delivery_tag, flags);
+            self.frames_sent += 1;
             return Ok(());
         }
         if self.settled_prefix == Some((channel, self.out.len())) {
             frame::widen_acknowledgement(&mut self.out, delivery_tag);
         } else {
             frame::write_acknowledgement(&mut self.out, channel, method, delivery_tag, flags);
+            self.frames_sent += 1;
             self.settled_prefix = Some((channel, self.out.len()));
         }
         Ok(())
@@ -607,12 +618,13 @@ impl Connection {
         self.out.extend_from_slice(last);
         let size_at = at + frame::body_size_at(last);
         self.out[size_at..size_at + 8].copy_from_slice(&(content.len() as u64).to_be_bytes());
-        frame::write_body(&mut self.out, channel, content, frame_max);
+        self.frames_sent += 2 + frame::write_body(&mut self.out, channel, content, frame_max);
         true
     }
 
     pub fn send_heartbeat(&mut self) {
         self.out.extend_from_slice(&frame::HEARTBEAT);
+        self.frames_sent += 1;
     }
 
     pub fn send_bytes(&mut self, bytes: &[u8]) {

@@ -193,7 +193,8 @@ pub fn body_size_at(method_and_header: &[u8]) -> usize {
 }
 
 /// Writes `content` as body frames of at most `frame_max` bytes each (no frame when empty).
-pub fn write_body(out: &mut Vec<u8>, channel: u16, content: &[u8], frame_max: usize) {
+/// Returns how many frames it wrote.
+pub fn write_body(out: &mut Vec<u8>, channel: u16, content: &[u8], frame_max: usize) -> u64 {
     let chunk = frame_max.saturating_sub(OVERHEAD).max(1);
     out.reserve(body_frames_len(content.len(), frame_max));
     for piece in content.chunks(chunk) {
@@ -201,6 +202,19 @@ pub fn write_body(out: &mut Vec<u8>, channel: u16, content: &[u8], frame_max: us
         out.extend_from_slice(piece);
         end_frame(out, at);
     }
+    content.len().div_ceil(chunk) as u64
+}
+
+/// How many whole frames `frames` holds, one after the other.
+pub fn count_frames(frames: &[u8]) -> u64 {
+    let mut count = 0;
+    let mut rest = frames;
+    while rest.len() >= HEADER_BYTES {
+        let size = u32::from_be_bytes([rest[3], rest[4], rest[5], rest[6]]) as usize;
+        rest = rest.get(size + OVERHEAD..).unwrap_or_default();
+        count += 1;
+    }
+    count
 }
 
 #[cfg(test)]

@@ -17,6 +17,8 @@ pub struct TcpSocket {
     /// Bytes read: any byte that arrives is a sign of life, for the heartbeat, even while a
     /// large frame is still incomplete.
     pub bytes_read: u64,
+    /// Reads that brought bytes (or the end), for the application's counters.
+    pub reads: u64,
 }
 
 fn check(ret: c_int) -> io::Result<c_int> {
@@ -123,7 +125,7 @@ impl TcpSocket {
     pub fn connect(ip: IpAddr, port: u16) -> io::Result<TcpSocket> {
         let addr = SocketAddr::new(ip, port);
         let domain = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
-        let socket = TcpSocket { fd: stream_socket(domain)?, writes: 0, bytes_written: 0, bytes_read: 0 };
+        let socket = TcpSocket { fd: stream_socket(domain)?, writes: 0, bytes_written: 0, bytes_read: 0, reads: 0 };
         let (storage, len) = sockaddr(&addr);
         // SAFETY: storage holds a valid sockaddr of length `len`.
         let ret = unsafe { libc::connect(socket.fd(), (&storage as *const libc::sockaddr_storage).cast(), len) };
@@ -169,6 +171,7 @@ impl TcpSocket {
             return Err(io::Error::last_os_error());
         }
         self.bytes_read += n as u64;
+        self.reads += 1;
         Ok(n as usize)
     }
 

@@ -61,7 +61,8 @@ const asOurs: typeof ours = theirs;
 use([asTheirs, asOurs]);
 
 // Same set of exported values (no value missing on either side) ...
-type _ValueNames = Ok<Same<keyof typeof ours, keyof typeof theirs>>;
+// One value more than amqplib's: counters() (issue 28).
+type _ValueNames = Ok<Same<Exclude<keyof typeof ours, 'counters'>, keyof typeof theirs>>;
 // ... and the package's self-reference resolves to the root index.d.ts.
 type _SelfRef = Ok<Same<typeof ours, typeof oursByPath>>;
 
@@ -80,10 +81,11 @@ type _errorCtorArgs = Ok<
 
 // Every exported type is identical to amqplib's.
 type _Connection = Ok<Same<ours.Connection, T.Connection>>;
-type _ChannelModel = Ok<Same<ours.ChannelModel, T.ChannelModel>>;
+// A model has counters() more (issue 28), optional in the type: each fits the other's.
+type _ChannelModelFits = Ok<Mutual<ours.ChannelModel, T.ChannelModel>>;
 type _Channel = Ok<Same<ours.Channel, T.Channel>>;
 type _ConfirmChannel = Ok<Same<ours.ConfirmChannel, T.ConfirmChannel>>;
-type _RecoveryOptions = Ok<Same<Omit<ours.RecoveryOptions, 'shuffle' | 'preferredNode'>, Omit<T.RecoveryOptions, never>>>;
+type _RecoveryOptions = Ok<Mutual<Omit<ours.RecoveryOptions, 'shuffle' | 'preferredNode'>, Omit<T.RecoveryOptions, never>>>;
 // Its 'connect' listener may take a second argument, which node (issue 25).
 type _RecoveringChannelModel = Ok<Mutual<ours.RecoveringChannelModel, T.RecoveringChannelModel>>;
 type _SocketOptions = Ok<Same<ours.SocketOptions, T.SocketOptions>>;
@@ -139,7 +141,7 @@ declare const oursRecovering: RecoveringChannelModel;
 const intoOld: [O.Channel, O.ChannelModel, O.RecoveringChannelModel] = [oursChannel, oursModel, oursRecovering];
 use([asOld, intoOld]);
 
-type _oldValueNames = Ok<Same<keyof typeof ours, keyof typeof old>>;
+type _oldValueNames = Ok<Same<Exclude<keyof typeof ours, 'counters'>, keyof typeof old>>;
 type _oldCredentials = Ok<Same<typeof ours.credentials, typeof old.credentials>>;
 type _oldErrorClass = Ok<Same<typeof ours.IllegalOperationError, typeof old.IllegalOperationError>>;
 type _oldConnection = Ok<Same<ours.Connection, O.Connection>>;
@@ -178,7 +180,7 @@ type _newRecoveryOptions = Ok<
   >
 >;
 type _oldRecoveryOptionsKept = Ok<Same<Exclude<keyof O.RecoveryOptions, keyof ours.RecoveryOptions>, never>>;
-type _newRecovering = Ok<Same<Exclude<keyof RecoveringChannelModel, keyof O.RecoveringChannelModel>, 'waitForConnect'>>;
+type _newRecovering = Ok<Same<Exclude<keyof RecoveringChannelModel, keyof O.RecoveringChannelModel>, 'waitForConnect' | 'counters'>>;
 // So values typed with 2.0.1's types no longer flow into ours where cancel is concerned.
 type _oldChannelIntoOurs = No<Mutual<O.Channel, Channel>>;
 
@@ -211,6 +213,12 @@ async function everyMethod(): Promise<void> {
   });
   roundRobin.on('connect', (m: ChannelModel, which: { index: number; node: string }) => use([m, which.index, which.node]));
   use([cluster]);
+
+  // Counters (issue 28): a connection's, and the process's.
+  const mine: number | undefined = model.counters?.().framesSent;
+  const all: number = ours.counters().connections + ours.counters().confirmsOutstanding;
+  const heartbeat: number | null = ours.counters().lastHeartbeatAt;
+  use([mine, all, heartbeat]);
 
   const recovering: RecoveringChannelModel = await ours.connect('amqp://localhost', {
     recovery: {

@@ -51,6 +51,17 @@ impl NativeConnection {
         self.core.send_bytes(&bytes);
     }
 
+    /// Frames received and sent so far, for the application's counters.
+    #[napi(getter, catch_unwind)]
+    pub fn frames_received(&self) -> f64 {
+        self.core.frames_received as f64
+    }
+
+    #[napi(getter, catch_unwind)]
+    pub fn frames_sent(&self) -> f64 {
+        self.core.frames_sent as f64
+    }
+
     /// Bytes encoded and not yet taken by the transport.
     #[napi(getter, catch_unwind)]
     pub fn pending_output(&self) -> u32 {

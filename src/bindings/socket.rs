@@ -342,6 +342,12 @@ impl NativeConnection {
         self.socket.as_deref().map_or(0.0, |s| s.driver.tcp.bytes_written as f64)
     }
 
+    /// Reads from the socket so far.
+    #[napi(getter, catch_unwind)]
+    pub fn socket_reads(&self) -> f64 {
+        self.socket.as_deref().map_or(0.0, |s| s.driver.tcp.reads as f64)
+    }
+
     /// Bytes read from the socket so far (net.Socket's `bytesRead`).
     #[napi(getter, catch_unwind)]
     pub fn socket_bytes_read(&self) -> f64 {
