@@ -39,6 +39,15 @@ function load(name) {
 
 const SIZES = { '100': 100, '1k': 1024, '16k': 16 * 1024, '64k': 64 * 1024, '448k': 448 * 1024 };
 
+// BENCH_TRACE_SUBSCRIBER=1: a subscriber that does nothing on each of our tracing channels
+// (lib/tracing.js), to measure what being traced costs; unset, nobody subscribes (issue 28).
+if (process.env.BENCH_TRACE_SUBSCRIBER === '1') {
+  const dc = require('node:diagnostics_channel');
+  const nothing = () => {};
+  const handlers = { start: nothing, end: nothing, asyncStart: nothing, asyncEnd: nothing, error: nothing };
+  for (const name of ['connect', 'publish', 'deliver', 'rpc']) dc.tracingChannel(`amqplib:${name}`).subscribe(handlers);
+}
+
 // ------------------------------------------------------------------ frames (our own encoder)
 
 const FRAME_METHOD = 1;
