@@ -170,6 +170,24 @@ describe('amqplib:publish and amqplib:deliver', () => {
     });
   }
 
+  it('a consumer callback that throws: its error is the trace\'s, then the channel closes as amqplib\'s does', async () => {
+    const model = await ours.connect(AMQP_URL);
+    const ch = await model.createChannel();
+    const channelError = new Promise((resolve) => ch.on('error', resolve));
+    const { queue } = await ch.assertQueue(uniqueName('diagnostics-throw'), { exclusive: true });
+    const events = watch('amqplib:deliver');
+    const thrown = new Error('the consumer failed');
+    await ch.consume(queue, () => {
+      throw thrown;
+    });
+    ch.sendToQueue(queue, Buffer.from('x'));
+    const err = await channelError;
+    assert.deepStrictEqual(phases(events), ['start', 'error', 'end']);
+    assert.strictEqual(events[1].fields.error, thrown);
+    assert.strictEqual(err, thrown);
+    await model.close();
+  });
+
   it('a confirm channel: the ack ends the trace asynchronously; a nack is its error', async () => {
     const model = await ours.connect(AMQP_URL);
     const ch = await model.createConfirmChannel();
