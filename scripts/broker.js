@@ -4,26 +4,14 @@
 // need one. If nothing answers and RabbitMQ is installed here, starts it and waits (60 s at
 // most); otherwise fails at once, saying how to get one.
 
-const net = require('node:net');
+const { answers: tcpAnswers } = require('./answers');
 const { spawnSync } = require('node:child_process');
 
 const url = new URL(process.env.AMQP_URL || 'amqp://localhost');
 const host = url.hostname || 'localhost';
 const port = Number(url.port) || (url.protocol === 'amqps:' ? 5671 : 5672);
 
-function answers() {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host, port });
-    socket.setTimeout(2000);
-    const done = (ok) => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.once('connect', () => done(true));
-    socket.once('error', () => done(false));
-    socket.once('timeout', () => done(false));
-  });
-}
+const answers = () => tcpAnswers(host, port);
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -16,7 +16,7 @@
 
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
-const net = require('node:net');
+const { answers } = require('./answers');
 const os = require('node:os');
 const path = require('node:path');
 const util = require('node:util');
@@ -86,19 +86,7 @@ function run(command, args, { env, timeout = CTL_TIMEOUT }) {
 
 const ctl = (i, args, timeout) => run('rabbitmqctl', ['-n', NODES[i].name, ...args], { env: childEnv(i), timeout });
 
-function accepts(port) {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host: '127.0.0.1', port });
-    socket.setTimeout(2000);
-    const done = (ok) => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.once('connect', () => done(true));
-    socket.once('error', () => done(false));
-    socket.once('timeout', () => done(false));
-  });
-}
+const accepts = (port) => answers('127.0.0.1', port);
 
 // Polls until node i accepts a TCP connection; `failed` may end the wait early with its Error.
 async function untilAmqp(i, timeoutMs, failed = () => null) {

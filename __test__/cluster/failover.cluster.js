@@ -30,6 +30,17 @@ async function deleteQueue(queue) {
   await model.close();
 }
 
+// Stops the service, waits for the consumer to have every confirmed message, cleans up, and
+// reports the counts (with `extra`) as the scenario's.
+async function finish(scenario, library, { publisher, consumer, queue }, extra = {}) {
+  await publisher.stop();
+  const counts = { ...(await settle(publisher, consumer)), ...extra };
+  await consumer.stop();
+  await deleteQueue(queue);
+  report(scenario, library, counts);
+  return counts;
+}
+
 // Declares a quorum queue from node `i`, which makes that node its leader (3.10's default
 // leader locator is the client's node).
 async function declareOn(i, queue) {
@@ -60,12 +71,7 @@ async function publisherNodeDown(library, amqp, target) {
   await sleep(3000);
   await cluster.restart(killed);
   await sleep(2000);
-  await publisher.stop();
-  const counts = await settle(publisher, consumer);
-  await consumer.stop();
-  await deleteQueue(queue);
-  report('publisher node stopped, started, killed, restarted', library, counts);
-  return counts;
+  return finish('publisher node stopped, started, killed, restarted', library, { publisher, consumer, queue });
 }
 
 describe('a three-node cluster', { timeout: 20 * 60 * 1000 }, () => {
@@ -93,11 +99,7 @@ describe('a three-node cluster', { timeout: 20 * 60 * 1000 }, () => {
     await sleep(4000);
     const during = consumer.state.deliveries - before;
     await cluster.startApp(leaderIndex);
-    await publisher.stop();
-    const counts = await settle(publisher, consumer);
-    await consumer.stop();
-    await deleteQueue(queue);
-    report("leader's node stopped", 'amqplib-rs, three nodes', { ...counts, deliveredWhileLeaderDown: during });
+    const counts = await finish("leader's node stopped", 'amqplib-rs, three nodes', { publisher, consumer, queue }, { deliveredWhileLeaderDown: during });
     assert.ok(during > 0, 'no delivery while the leader was down');
     assert.strictEqual(counts.lost, 0);
   });
@@ -167,11 +169,7 @@ describe('a three-node cluster', { timeout: 20 * 60 * 1000 }, () => {
       await cluster.startApp(i);
       await sleep(3000);
     }
-    await publisher.stop();
-    const counts = await settle(publisher, consumer);
-    await consumer.stop();
-    await deleteQueue(queue);
-    report('rolling restart', 'amqplib-rs, three nodes', counts);
+    const counts = await finish('rolling restart', 'amqplib-rs, three nodes', { publisher, consumer, queue });
     assert.deepStrictEqual(counts.errors, []);
     assert.strictEqual(counts.lost, 0);
     assert.ok(counts.longestGapMs < 1000, `the longest wait between confirms was ${counts.longestGapMs} ms`);
@@ -195,11 +193,7 @@ describe('a three-node cluster', { timeout: 20 * 60 * 1000 }, () => {
       if (publisher.state.disconnects.length > disconnects && publisher.state.confirmed.size > confirmedBefore) recovered++;
       await cluster.startApp(node);
     }
-    await publisher.stop();
-    const counts = await settle(publisher, consumer);
-    await consumer.stop();
-    await deleteQueue(queue);
-    report('graceful stops', 'amqplib-rs, three nodes', { stops: GRACEFUL_STOPS, recovered, ...counts });
+    const counts = await finish('graceful stops', 'amqplib-rs, three nodes', { publisher, consumer, queue }, { stops: GRACEFUL_STOPS, recovered });
     assert.strictEqual(recovered, GRACEFUL_STOPS);
     assert.ok(counts.disconnects >= GRACEFUL_STOPS, `${counts.disconnects} disconnects for ${GRACEFUL_STOPS} stops`);
     assert.deepStrictEqual(counts.errors, []);
