@@ -238,6 +238,17 @@ describe('OpenTelemetry instrumentation-amqplib under the alias', () => {
     ]);
   });
 
+  it('our next fix number (scripts/version.js) still matches our amqplib version and is still traced', { timeout: 60000 }, () => {
+    const { matchedAmqplib, nextFix } = require('../scripts/version');
+    const next = nextFix(pkg.version);
+    assert.strictEqual(matchedAmqplib(next), matchedAmqplib(pkg.version));
+    assert.deepStrictEqual([nextFix('2.3.1'), nextFix('2.3.101'), matchedAmqplib('2.3.200')], ['2.3.101', '2.3.102', '2.3.2']);
+    assert.throws(() => nextFix('2.3.199'), /no number is left/);
+    const report = runApp(layOutOurs(next));
+    assert.deepStrictEqual(report.versions, [next], 'the instrumentation read the next fix number');
+    assert.strictEqual(report.spans.length, 10);
+  });
+
   it('with a version outside what it supports (as 0.1.0 was), nothing is traced', { timeout: 60000 }, () => {
     const report = runApp(layOutOurs('0.1.0'));
     assert.deepStrictEqual(report.spans, []);
