@@ -1,0 +1,33 @@
+#!/usr/bin/env node
+'use strict';
+// `npm run check:targets` (a step of `npm run test:full`): clippy, warnings denied, for every
+// target of package.json's napi.targets, each as build.rs sets it up (with the native socket
+// where the platform has one, Windows without). The host's own build without the native socket
+// is the full run's "crate without the native socket" step. Installs the standard library of a
+// missing target with rustup first, and says so. Nothing is linked: that is build:cross's.
+
+const { spawnSync, execFileSync } = require('node:child_process');
+const path = require('node:path');
+const pkg = require('../package.json');
+
+const root = path.join(__dirname, '..');
+
+function run(command, args) {
+  console.log(`\n--- ${[command, ...args].join(' ')}`);
+  const result = spawnSync(command, args, { cwd: root, stdio: 'inherit' });
+  if (result.status !== 0) {
+    console.error(`${command} failed (exit ${result.status ?? result.signal})`);
+    process.exit(result.status || 1);
+  }
+}
+
+const installed = new Set(execFileSync('rustup', ['target', 'list', '--installed'], { encoding: 'utf8' }).split('\n'));
+const missing = pkg.napi.targets.filter((target) => !installed.has(target));
+if (missing.length > 0) {
+  console.log(`Installing the standard library of ${missing.join(', ')} (rustup target add)`);
+  run('rustup', ['target', 'add', ...missing]);
+}
+for (const target of pkg.napi.targets) {
+  run('cargo', ['clippy', '--release', '--all-targets', '--target', target, '--target-dir', path.join('target', 'check'), '--', '-D', 'warnings']);
+}
+console.log(`\nclippy is clean for ${pkg.napi.targets.length} targets`);
