@@ -89,6 +89,19 @@ describe('counters', () => {
     await served.close();
   });
 
+  it('the socket counts outlive a socket that failed', async () => {
+    const served = await fakeServer(async (peer) => {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      peer.socket.resetAndDestroy();
+    });
+    const model = await ours.connect(served.url);
+    const failed = new Promise((resolve) => model.on('error', resolve));
+    await failed;
+    const after = model.counters();
+    assert.ok(after.bytesReceived > 0 && after.bytesSent > 0 && after.reads > 0 && after.writes > 0, JSON.stringify(after));
+    await served.close();
+  });
+
   it('a recovering model gives the counters of the connection it has', async () => {
     const model = await ours.connect(AMQP_URL, { recovery: true });
     assert.strictEqual(typeof model.counters().framesSent, 'number');

@@ -125,7 +125,7 @@ describe('a list of nodes, without recovery', () => {
     assert.ok(err.errors.every((e) => e.code === 'ECONNREFUSED'));
     assert.strictEqual(
       err.message,
-      `Could not connect to any of the 2 nodes (${one}: ${err.errors[0].message}; ${two}: ${err.errors[1].message})`,
+      `Could not connect to any of the 2 nodes (${one}/: ${err.errors[0].message}; ${two}/: ${err.errors[1].message})`,
     );
     assert.ok(!err.message.includes('s3cret'));
   });
@@ -174,18 +174,20 @@ function deadUrlSync() {
 describe('a list of nodes, with recovery', () => {
   it('after a node stops, connects to the next one at once (no delay), and on round the list', async () => {
     const nodes = [await node(), await node(), await node()];
+    // A connection that lasted initialDelay is followed by the next node at once.
     const model = await amqp.connect(
       nodes.map((n) => n.url),
-      { recovery: { initialDelay: 5000 } }, // a delay would time the test out
+      { recovery: { initialDelay: 1000 } },
     );
     const log = recordEvents(model);
     try {
       for (const i of [0, 1]) {
+        await new Promise((resolve) => setTimeout(resolve, 1100));
         const next = new Promise((resolve) => model.once('connect', resolve));
         const stopped = Date.now();
         await nodes[i].stop();
         await next;
-        assert.ok(Date.now() - stopped < 1000);
+        assert.ok(Date.now() - stopped < 500, `${Date.now() - stopped} ms to the next node`);
         assert.strictEqual(nodes[i + 1].peers.length, 1);
       }
       assert.deepStrictEqual(log, ['disconnect 320', 'connect 1', 'disconnect 320', 'connect 2']);
@@ -210,7 +212,7 @@ describe('a list of nodes, with recovery', () => {
       const urls = nodes.map((n) => n.url.replace('amqp://', 'amqp://guest:guest@'));
       const model = await amqp.connect(urls, { recovery: { preferredNode: 1, waitForConnect: false } });
       const [, which] = await new Promise((resolve) => model.once('connect', (...args) => resolve(args)));
-      assert.deepStrictEqual(which, { index: 1, node: nodes[1].url });
+      assert.deepStrictEqual(which, { index: 1, node: `${nodes[1].url}/` });
       assert.strictEqual(nodes[0].peers.length, 0);
       await model.close();
       await assert.rejects(amqp.connect(urls, { recovery: { preferredNode: 2 } }), { name: 'TypeError' });
@@ -246,6 +248,29 @@ describe('a list of nodes, with recovery', () => {
     }
   });
 
+  it('connections dropped as soon as made wait initialDelay before the next node, not a tight loop', async () => {
+    const flapping = [await node(), await node()];
+    // Each node closes every connection (320) just after it is open.
+    for (const n of flapping) {
+      const push = n.peers.push.bind(n.peers);
+      n.peers.push = (peer) => {
+        setTimeout(() => {
+          peer.send(defs.ConnectionClose, { replyCode: 320, replyText: FORCED, classId: 0, methodId: 0 });
+          peer.conn.flush();
+        }, 10);
+        return push(peer);
+      };
+    }
+    const model = await amqp.connect(flapping.map((n) => n.url), { recovery: { initialDelay: 100, maxDelay: 100, jitter: 0 } });
+    const log = recordEvents(model);
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    await model.close();
+    for (const n of flapping) await n.stop();
+    const connections = flapping.reduce((sum, n) => sum + n.peers.length, 0);
+    assert.ok(connections <= 8, `${connections} connections in 600 ms`);
+    assert.ok(log.includes('reconnect-scheduled 1'), `the delay was scheduled: ${log}`);
+  });
+
   it('a single URL keeps its delay before a retry, as amqplib 2.3.1', async () => {
     const model = await amqp.connect(deadUrlSync(), { recovery: { initialDelay: 1, jitter: 0, maxRetries: 1, waitForConnect: false } });
     const log = recordEvents(model);
@@ -259,5 +284,8 @@ describe('describeNode', () => {
     assert.strictEqual(describeNode('amqps://u:p@host.example:5671/vh?heartbeat=1'), 'amqps://host.example:5671/vh');
     assert.strictEqual(describeNode({ protocol: 'amqp', hostname: 'h', username: 'u', password: 'p' }), 'amqp://h:5672/');
     assert.strictEqual(describeNode('not a url'), 'a URL that does not parse');
+    assert.strictEqual(describeNode('amqp://localhost'), 'amqp://localhost:5672/');
+    assert.strictEqual(describeNode('amqps://[::1]/v'), 'amqps://[::1]:5671/v');
+    for (const none of [undefined, null, '']) assert.strictEqual(describeNode(none), 'amqp://localhost:5672/');
   });
 });

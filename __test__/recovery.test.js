@@ -686,6 +686,14 @@ describe('recovery as amqplib 2.3.1', () => {
 describe('recovery through connect() (broker)', () => {
   const { AMQP_URL, ours, oursCallback, latest, latestCallback } = require('./helpers');
 
+  it('no URL at all (null, as amqplib takes it) means amqp://localhost, and the connect event says so', async () => {
+    if (new URL(AMQP_URL).hostname !== 'localhost') return; // the broker is elsewhere
+    const client = await ours.connect(null, { recovery: { waitForConnect: false } });
+    const [, which] = await new Promise((resolve) => client.once('connect', (...args) => resolve(args)));
+    assert.deepStrictEqual(which, { index: 0, node: 'amqp://localhost:5672/' });
+    await client.close();
+  });
+
   it('waitForConnect: false, both APIs, as amqplib 2.3.1', async () => {
     const promiseApi = async (lib) => {
       const log = [];

@@ -232,7 +232,7 @@ function connectToNode(url, socketOptions, openCallback, nodeIndex) {
     serverAddress: plan.sockopts.host,
     serverPort: plan.sockopts.port,
     vhost: plan.fields.virtualHost,
-    node: describeNode(url || 'amqp://localhost'),
+    node: describeNode(url),
     nodeIndex,
   };
   const attempt = (done) =>

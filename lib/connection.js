@@ -256,7 +256,6 @@ class Connection extends EventEmitter {
 
   // Fully closed: nothing more is sent or accepted.
   toClosed(capturedStack, maybeErr) {
-    counters.closed(this);
     const closeWaiter = this.closeWaiter;
     this.closeWaiter = null;
     this._closeChannels(capturedStack);
@@ -273,6 +272,7 @@ class Connection extends EventEmitter {
     // A stream has taken its copy of the output; a native socket releases the session itself
     // once what it still has to write is written.
     if (!this.native) this.session.release();
+    counters.closed(this); // after the last write
     if (tracing.connectionClose.hasSubscribers) tracing.connectionClose.publish({ connection: this, error: maybeErr });
     safeEmit(this, 'close', maybeErr);
     if (closeWaiter) closeWaiter(maybeErr || new Error('Connection closed before the server confirmed the close'));

@@ -25,19 +25,24 @@ function nodesOf(url) {
   return url;
 }
 
-// How messages and events name a node: its protocol, host, port and vhost, never its
-// credentials.
+// How messages and events name a node: protocol://host:port/vhost, never its credentials
+// (no URL at all is amqp://localhost, as connect takes it).
 function describeNode(url) {
-  if (typeof url === 'object') {
-    const protocol = url.protocol || 'amqp';
-    return `${protocol}://${url.hostname || 'localhost'}:${url.port || (protocol === 'amqp' ? 5672 : 5671)}/${url.vhost || ''}`;
+  const given = url || 'amqp://localhost';
+  if (typeof given === 'object') {
+    const protocol = `${given.protocol || 'amqp'}:`;
+    return `${protocol}//${given.hostname || 'localhost'}:${given.port || defaultPort(protocol)}/${given.vhost || ''}`;
   }
   try {
-    const parts = new URL(url);
-    return `${parts.protocol}//${parts.host}${parts.pathname}`;
+    const parts = new URL(given);
+    return `${parts.protocol}//${parts.hostname}:${parts.port || defaultPort(parts.protocol)}${parts.pathname || '/'}`;
   } catch {
     return 'a URL that does not parse';
   }
+}
+
+function defaultPort(protocol) {
+  return protocol === 'amqps:' ? 5671 : 5672;
 }
 
 // Every node failed: one error that names each node and its failure, as net.connect's

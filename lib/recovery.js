@@ -186,6 +186,7 @@ class RecoveringModel extends EventEmitter {
   #nodes; // the URLs, as given
   #order; // the indices of #nodes in the order rounds take them
   #next; // the position in #order the next round starts from
+  #connectedAt = 0; // when the current model connected (ms since the epoch)
   #model = null; // the current, connected model
   #detachModel = null; // undoes the listeners put on #model
   #waiters = []; // callers waiting for a model
@@ -310,9 +311,11 @@ class RecoveringModel extends EventEmitter {
     if (this.#stopped) return;
     const err = asError(maybeErr, 'Connection closed');
     this.emit('disconnect', err);
-    // Another node may well be up: try the next one at once (a node of its own is retried
-    // after a delay, as amqplib does).
-    if (this.#nodes.length > 1) setImmediate(() => this.#connect());
+    // Another node may well be up: try the next one at once. A connection that did not last
+    // initialDelay waits for it, as a node of its own is retried after a delay (amqplib's), so
+    // that connections dropped as soon as made do not reconnect in a tight loop.
+    const lasted = Date.now() - this.#connectedAt >= this.#settings.initialDelay;
+    if (this.#nodes.length > 1 && lasted) setImmediate(() => this.#connect());
     else this.#scheduleReconnect(err);
   }
 
@@ -341,6 +344,7 @@ class RecoveringModel extends EventEmitter {
   // current model (or close() came meanwhile), else the error.
   async #connectTo(position) {
     const index = this.#order[position];
+    const which = { index, node: describeNode(this.#nodes[index]) };
     let model = null;
     try {
       model = await this.#openModel(this.#nodes[index], index);
@@ -354,10 +358,11 @@ class RecoveringModel extends EventEmitter {
       this.#connectedOnce = true;
       // Should this node go, the round after starts from the next one.
       this.#next = (position + 1) % this.#order.length;
+      this.#connectedAt = Date.now();
       this.#adoptModel(model);
       this.#settleFirst(null);
       this.#resolveWaiters(model);
-      this.emit('connect', model, { index, node: describeNode(this.#nodes[index]) });
+      this.emit('connect', model, which);
       return null;
     } catch (caught) {
       const err = asError(caught, 'Connection recovery failed');

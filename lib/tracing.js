@@ -28,10 +28,21 @@ const { methodName } = require('./format');
 
 const SYSTEM = 'rabbitmq';
 
-const connect = dc.tracingChannel('amqplib:connect');
-const publish = dc.tracingChannel('amqplib:publish');
-const deliver = dc.tracingChannel('amqplib:deliver');
-const rpc = dc.tracingChannel('amqplib:rpc');
+// TracingChannel#hasSubscribers came with Node 20.13 and 22.0; before, a getter of our own
+// asks its five channels.
+function tracingChannel(name) {
+  const channel = dc.tracingChannel(name);
+  if (typeof channel.hasSubscribers !== 'boolean') {
+    const parts = ['start', 'end', 'asyncStart', 'asyncEnd', 'error'].map((event) => channel[event]);
+    Object.defineProperty(channel, 'hasSubscribers', { get: () => parts.some((part) => part.hasSubscribers) });
+  }
+  return channel;
+}
+
+const connect = tracingChannel('amqplib:connect');
+const publish = tracingChannel('amqplib:publish');
+const deliver = tracingChannel('amqplib:deliver');
+const rpc = tracingChannel('amqplib:rpc');
 const connectionBlocked = dc.channel('amqplib:connection:blocked');
 const connectionUnblocked = dc.channel('amqplib:connection:unblocked');
 const connectionClose = dc.channel('amqplib:connection:close');

@@ -18,6 +18,9 @@ pub struct NativeConnection {
     pub(super) serializer: Serializer,
     #[cfg(native_socket)]
     pub(super) socket: Option<Box<super::socket::SocketState>>,
+    /// What the socket had counted when it closed: the application's counters outlive it.
+    #[cfg(native_socket)]
+    pub(super) closed_socket_counts: super::socket::SocketCounts,
 }
 
 #[napi]
@@ -29,6 +32,8 @@ impl NativeConnection {
             serializer: Serializer::default(),
             #[cfg(native_socket)]
             socket: None,
+            #[cfg(native_socket)]
+            closed_socket_counts: super::socket::SocketCounts::default(),
         }
     }
 

@@ -60,6 +60,21 @@ impl SocketState {
     }
 }
 
+/// A socket's reads and writes, and the bytes they moved.
+#[derive(Clone, Copy, Default)]
+pub(super) struct SocketCounts {
+    writes: u64,
+    bytes_written: u64,
+    reads: u64,
+    bytes_read: u64,
+}
+
+impl SocketCounts {
+    fn of(tcp: &crate::transport::TcpSocket) -> Self {
+        SocketCounts { writes: tcp.writes, bytes_written: tcp.bytes_written, reads: tcp.reads, bytes_read: tcp.bytes_read }
+    }
+}
+
 /// Arguments of an event callback, made inside the handle scope of the call.
 enum EventArgs {
     None,
@@ -95,6 +110,11 @@ impl NativeConnection {
         self.socket.as_deref_mut().ok_or_else(|| Error::new(Status::GenericFailure, "The socket is closed"))
     }
 
+    /// The open socket's counts, else what the last one had counted when it closed.
+    fn socket_counts(&self) -> SocketCounts {
+        self.socket.as_deref().map_or(self.closed_socket_counts, |s| SocketCounts::of(&s.driver.tcp))
+    }
+
     /// Writes what is queued: 1 all written, 0 the rest waits (a drain event follows), or a
     /// negative errno.
     pub(super) fn flush_socket(&mut self) -> i32 {
@@ -105,6 +125,7 @@ impl NativeConnection {
     /// Stops polling and closes the socket; JS hears no more from it.
     pub(super) fn close_socket(&mut self) {
         let Some(state) = self.socket.take() else { return };
+        self.closed_socket_counts = SocketCounts::of(&state.driver.tcp);
         // SAFETY: the hook was added with exactly this function and argument in connect_socket.
         unsafe { sys::napi_remove_env_cleanup_hook(state.env, Some(close_at_env_exit), (self as *mut NativeConnection).cast()) };
         state.driver.close();
@@ -159,7 +180,7 @@ fn event_values(env: sys::napi_env, this: &mut NativeConnection, kind: SocketEve
     match args {
         EventArgs::None => {}
         EventArgs::Data => {
-            let NativeConnection { core, serializer, socket } = this;
+            let NativeConnection { core, serializer, socket, .. } = this;
             let Some(state) = socket.as_deref_mut() else { return Err(JsError::plain("The socket is closed")) };
             let handed = hand_over_received(env, core, serializer, state.spare_tape(env))?;
             if !handed.reused {
@@ -328,7 +349,7 @@ impl NativeConnection {
     /// Socket writes made, for the benchmarks (and the tests of write coalescing).
     #[napi(getter, catch_unwind)]
     pub fn socket_writes(&self) -> f64 {
-        self.socket.as_deref().map_or(0.0, |s| s.driver.tcp.writes as f64)
+        self.socket_counts().writes as f64
     }
 
     /// Received bytes copied in memory so far (see `Connection::bytes_copied`).
@@ -339,18 +360,18 @@ impl NativeConnection {
 
     #[napi(getter, catch_unwind)]
     pub fn socket_bytes_written(&self) -> f64 {
-        self.socket.as_deref().map_or(0.0, |s| s.driver.tcp.bytes_written as f64)
+        self.socket_counts().bytes_written as f64
     }
 
     /// Reads from the socket so far.
     #[napi(getter, catch_unwind)]
     pub fn socket_reads(&self) -> f64 {
-        self.socket.as_deref().map_or(0.0, |s| s.driver.tcp.reads as f64)
+        self.socket_counts().reads as f64
     }
 
     /// Bytes read from the socket so far (net.Socket's `bytesRead`).
     #[napi(getter, catch_unwind)]
     pub fn socket_bytes_read(&self) -> f64 {
-        self.socket.as_deref().map_or(0.0, |s| s.driver.tcp.bytes_read as f64)
+        self.socket_counts().bytes_read as f64
     }
 }
