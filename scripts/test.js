@@ -6,7 +6,7 @@
 // `npm run test:full` (`node scripts/test.js --full`, what CI runs): all of that, then
 // amqplib's suite again on the stream path, the cluster scenarios against a three-node cluster
 // of its own (npm run test:cluster), clippy with and without the native socket and for every
-// target (scripts/check-targets.js), the product
+// target (scripts/check-targets.js), the other targets linked and checked (scripts/build-cross.js), the product
 // build, Miri over the core's direct reads (where a nightly toolchain has it), a quick API fuzz
 // against amqplib, a short integrity soak, and the Rust tests, the JS tests and the compat
 // suite again with the addon built with AddressSanitizer (scripts/sanitize.js).
@@ -36,6 +36,7 @@ const more = [
   ['crate without the native socket', 'cargo', ['clippy', '--release', '--all-targets', '--target-dir', 'target/stream-only', '--', '-D', 'warnings'], { AMQPLIB_RS_STREAM_ONLY: '1' }],
   ['clippy', 'cargo', ['clippy', '--release', '--all-targets', '--features', 'codec-exports', '--', '-D', 'warnings']],
   ['clippy for every target', node, ['scripts/check-targets.js']],
+  ['cross links, checked', node, ['scripts/build-cross.js']],
   ['product build, without the codec exports', node, ['scripts/check-product.js']],
   ['Miri, the direct reads', node, ['scripts/miri.js', '--direct-reads']],
   ['API fuzz, quick', node, ['benchmarks/api_fuzz.js', '--quick']],
