@@ -271,6 +271,27 @@ describe('a list of nodes, with recovery', () => {
     assert.ok(log.includes('reconnect-scheduled 1'), `the delay was scheduled: ${log}`);
   });
 
+  it('a connection closed before it is adopted (as soon as opened, or during setup) is a failed attempt, and the next node is tried', async () => {
+    const closing = await node();
+    const push = closing.peers.push.bind(closing.peers);
+    closing.peers.push = (peer) => {
+      peer.send(defs.ConnectionClose, { replyCode: 320, replyText: FORCED, classId: 0, methodId: 0 });
+      peer.conn.flush();
+      return push(peer);
+    };
+    const good = await node();
+    const setup = () => new Promise((resolve) => setTimeout(resolve, 50));
+    const model = await amqp.connect([closing.url, good.url], { recovery: { setup, initialDelay: 1 } });
+    try {
+      assert.strictEqual(good.peers.length, 1, 'recovery went on to the good node');
+      assert.strictEqual(typeof model.counters().framesSent, 'number');
+    } finally {
+      await model.close();
+      await closing.stop();
+      await good.stop();
+    }
+  });
+
   it('a single URL keeps its delay before a retry, as amqplib 2.3.1', async () => {
     const model = await amqp.connect(deadUrlSync(), { recovery: { initialDelay: 1, jitter: 0, maxRetries: 1, waitForConnect: false } });
     const log = recordEvents(model);

@@ -48,6 +48,8 @@ class Connection extends EventEmitter {
     this.closeWaiter = null;
     // When the last heartbeat frame came (ms since the epoch), for the counters.
     this.lastHeartbeatAt = null;
+    // Set once fully closed (toClosed), for whoever took the connection after its 'close'.
+    this.isClosed = false;
     this.blocked = false;
     this.freeChannels = new BitSet();
     this.channels = [{ channel: { accept: channel0(this) } }];
@@ -256,6 +258,7 @@ class Connection extends EventEmitter {
 
   // Fully closed: nothing more is sent or accepted.
   toClosed(capturedStack, maybeErr) {
+    this.isClosed = true;
     const closeWaiter = this.closeWaiter;
     this.closeWaiter = null;
     this._closeChannels(capturedStack);

@@ -346,10 +346,23 @@ class RecoveringModel extends EventEmitter {
     const index = this.#order[position];
     const which = { index, node: describeNode(this.#nodes[index]) };
     let model = null;
+    let closedEarly = null;
+    const onEarlyClose = (err) => {
+      closedEarly = asError(err, 'Connection closed');
+    };
     try {
       model = await this.#openModel(this.#nodes[index], index);
+      // A model that closes before it is adopted (during setup, or as soon as it opened) is a
+      // failed attempt: adopted, it would never report its close, and recovery would stop.
+      // amqplib 2.3.1 adopts it.
+      if (model.connection?.isClosed) onEarlyClose();
+      model.once('close', onEarlyClose);
+      model.on('error', onEarlyClose);
       // close() may have been called while the model opened: then no setup.
       if (!this.#stopped) await runSetup(this.#settings.setup, model);
+      model.removeListener('close', onEarlyClose);
+      model.removeListener('error', onEarlyClose);
+      if (closedEarly) throw closedEarly;
       if (this.#stopped) {
         await this.#closeQuietly(model);
         return null;
