@@ -14,8 +14,8 @@
 const { spawnSync, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
+const { root, run, installRustTargets } = require('./toolchain');
 
-const root = path.join(__dirname, '..');
 const out = path.join(root, 'target', 'cross');
 // The oldest glibc the Linux gnu builds must run on (the README says so).
 const GLIBC_PROMISE = '2.17';
@@ -37,12 +37,6 @@ const ELF_LIBRARIES = {
 };
 const WINDOWS_DLL = /^(kernel32|msvcrt|ntdll|userenv|ws2_32|bcryptprimitives|advapi32|api-ms-win-[a-z0-9-]+)\.dll$/i;
 
-function run(command, args, env = {}) {
-  console.log(`--- ${[command, ...args].join(' ')}`);
-  const result = spawnSync(command, args, { cwd: root, stdio: 'inherit', env: { ...process.env, ...env } });
-  if (result.status !== 0) throw new Error(`${command} failed (exit ${result.status ?? result.signal})`);
-}
-
 function output(command, args) {
   return execFileSync(command, args, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
 }
@@ -52,12 +46,7 @@ function has(command) {
 }
 
 function installTools() {
-  const installed = new Set(output('rustup', ['target', 'list', '--installed']).split('\n'));
-  const missing = TARGETS.map((t) => t.target).filter((t) => !installed.has(t));
-  if (missing.length > 0) {
-    console.log(`Installing the standard library of ${missing.join(', ')} (rustup)`);
-    run('rustup', ['target', 'add', ...missing]);
-  }
+  installRustTargets(TARGETS.map((t) => t.target));
   if (!has('cargo-zigbuild')) {
     console.log('Installing zig and cargo-zigbuild (pip)');
     run('pip', ['install', '-q', 'ziglang', 'cargo-zigbuild']);
