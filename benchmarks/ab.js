@@ -4,7 +4,8 @@
 // `node benchmarks/ab.js <dirA> <dirB> [pairs] [scenario ...]`; AB_ENV_A and AB_ENV_B (JSON)
 // add environment variables to each side, e.g. AB_ENV_B='{"BENCH_TRACE_SUBSCRIBER":"1"}' with
 // A and B the same checkout for what a tracing subscriber costs. Prints a Markdown table of
-// medians with every run's figure.
+// medians with every run's figure: CPU, GC and peak memory, and throughput or latency where
+// the scenario has them.
 
 const { execFileSync } = require('node:child_process');
 const path = require('node:path');
@@ -14,18 +15,23 @@ const envA = JSON.parse(process.env.AB_ENV_A || '{}');
 const envB = JSON.parse(process.env.AB_ENV_B || '{}');
 const pairs = Number(pairsArg || 5);
 
-// name, script, arguments, the figure compared.
+// name, script, arguments, the figures compared (the first is the CPU one).
+const COST = ['gcPer1k', 'peakMB'];
 const SCENARIOS = [
-  ['parse.1k', 'parse.js', ['ours'], 'nsPerMessage'],
-  ['parse.1k.small-reads', 'parse.js', ['ours', '1200'], 'nsPerMessage'],
-  ['send.100', 'send.js', ['ours', '100'], 'cpuUs'],
-  ['send.1k', 'send.js', ['ours', '1k'], 'cpuUs'],
-  ['receive.1k', 'receive.js', ['ours', '1k', 'noack'], 'cpuUs'],
-  ['receive.1k.ack', 'receive.js', ['ours', '1k', 'ack'], 'cpuUs'],
-  ['deliver.1k', 'broker.js', ['deliver.1k', 'ours'], 'cpuUs'],
-  ['publish.1k', 'broker.js', ['publish.1k', 'ours'], 'cpuUs'],
-  ['turn.1k', 'broker.js', ['turn.1k', 'ours'], 'cpuUs'],
-  ['saturation.confirm', 'saturation.js', ['ours', 'confirm', '20000'], 'cpuUs'],
+  ['parse.1k', 'parse.js', ['ours'], ['nsPerMessage', 'heapBytes', ...COST]],
+  ['parse.1k.small-reads', 'parse.js', ['ours', '1200'], ['nsPerMessage', 'heapBytes', ...COST]],
+  ['send.100', 'send.js', ['ours', '100'], ['cpuUs', ...COST]],
+  ['send.1k', 'send.js', ['ours', '1k'], ['cpuUs', ...COST]],
+  ['receive.1k', 'receive.js', ['ours', '1k', 'noack'], ['cpuUs', ...COST]],
+  ['receive.1k.ack', 'receive.js', ['ours', '1k', 'ack'], ['cpuUs', ...COST]],
+  ['deliver.1k', 'broker.js', ['deliver.1k', 'ours'], ['cpuUs', ...COST]],
+  ['publish.1k', 'broker.js', ['publish.1k', 'ours'], ['cpuUs', ...COST]],
+  ['turn.1k', 'broker.js', ['turn.1k', 'ours'], ['cpuUs', ...COST, 'p50Ms', 'p99Ms']],
+  ['saturation.publish', 'saturation.js', ['ours', 'publish', '20000'], ['cpuUs', 'msgsPerSec', 'gcPer1k', 'hwmMB']],
+  ['saturation.confirm', 'saturation.js', ['ours', 'confirm', '20000'], ['cpuUs', 'msgsPerSec', 'gcPer1k', 'hwmMB']],
+  ['saturation.consume', 'saturation.js', ['ours', 'consume', '20000'], ['cpuUs', 'msgsPerSec', 'gcPer1k', 'hwmMB']],
+  ['rpc', 'rpc.js', ['ours', '2000', '--warm=200'], ['cpuUs', 'perSec', 'p50Ms', 'p99Ms', 'hwmMB']],
+  ['latency.nodelay', 'latency.js', ['ours', 'nodelay', '2'], ['cpuUs', 'p50Ms', 'p99Ms']],
 ].filter(([name]) => only.length === 0 || only.includes(name));
 
 function run(dir, script, args, env) {
@@ -40,14 +46,16 @@ const figures = (runs, key) => runs.map((r) => r[key].toFixed(2)).join(' ');
 
 console.log('| scenario | figure | A | B | B/A | A runs | B runs |');
 console.log('|---|---|---|---|---|---|---|');
-for (const [name, script, args, key] of SCENARIOS) {
+for (const [name, script, args, keys] of SCENARIOS) {
   const a = [];
   const b = [];
   for (let i = 0; i < pairs; i++) {
     const sides = [[dirA, a, envA], [dirB, b, envB]];
     for (const [dir, runs, env] of i % 2 ? sides.reverse() : sides) runs.push(run(dir, script, args, env));
   }
-  const ma = median(a.map((r) => r[key]));
-  const mb = median(b.map((r) => r[key]));
-  console.log(`| ${name} | ${key} | ${ma.toFixed(2)} | ${mb.toFixed(2)} | ${(mb / ma).toFixed(2)} | ${figures(a, key)} | ${figures(b, key)} |`);
+  for (const key of keys) {
+    const ma = median(a.map((r) => r[key]));
+    const mb = median(b.map((r) => r[key]));
+    console.log(`| ${name} | ${key} | ${ma.toFixed(2)} | ${mb.toFixed(2)} | ${(mb / ma).toFixed(2)} | ${figures(a, key)} | ${figures(b, key)} |`);
+  }
 }
