@@ -15,13 +15,11 @@ const net = require('node:net');
 const { NativeSocket } = require('./native_socket');
 const QS = require('node:querystring');
 const credentials = require('./credentials');
-const { checkNodeList, describeNode, openFirst } = require('./nodes');
+const { checkNodeList, defaultPort, describeNode, openFirst } = require('./nodes');
 const tracing = require('./tracing');
 const pkg = require('../package.json');
 
 const DEFAULT_FRAME_MAX = 131072; // RabbitMQ 4.1 refuses smaller maxima
-const AMQP_PORT = 5672;
-const AMQPS_PORT = 5671;
 
 // Sent in ConnectionStartOk. The capabilities tell the broker which
 // extensions we understand (it won't send e.g. basic.nack or
@@ -103,10 +101,6 @@ function credentialsFromUrl(parts) {
 // recent Node.js versions. An explicit servername is left alone.
 function setServername(sockopts, host) {
   if (!sockopts.servername && !net.isIP(host)) sockopts.servername = host;
-}
-
-function defaultPort(protocol) {
-  return protocol === 'amqp:' ? AMQP_PORT : AMQPS_PORT;
 }
 
 // URL given as an object: { protocol, hostname, port, username, password,

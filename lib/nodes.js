@@ -41,8 +41,9 @@ function describeNode(url) {
   }
 }
 
+// The port a URL of this protocol means when it gives none (lib/connect.js's too).
 function defaultPort(protocol) {
-  return protocol === 'amqps:' ? 5671 : 5672;
+  return protocol === 'amqp:' ? 5672 : 5671;
 }
 
 // Every node failed: one error that names each node and its failure, as net.connect's
@@ -82,4 +83,4 @@ function openFirst(urls, open, cb) {
   tryNode(0);
 }
 
-module.exports = { checkNodeList, nodesOf, describeNode, allNodesFailed, openFirst };
+module.exports = { checkNodeList, nodesOf, describeNode, defaultPort, allNodesFailed, openFirst };
