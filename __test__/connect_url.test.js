@@ -382,12 +382,14 @@ describe('connect: open sequence (stub socket and Connection)', () => {
     delete require.cache[stubPath];
   });
 
-  function run(url, socketOptions, behaviour, { connectBehaviour = connectSoon, settle = 20 } = {}) {
+  // The stubs act in setImmediate callbacks, a few deep: the results are in after that many
+  // turns of the event loop however slow the machine (a wall-clock wait is not, under qemu).
+  function run(url, socketOptions, behaviour, { connectBehaviour = connectSoon, turns = 10 } = {}) {
     openBehaviour = behaviour;
     return withStubbedTransport(connectBehaviour, async (opened) => {
       const results = [];
       connect(url, socketOptions, (...args) => results.push(args));
-      await new Promise((resolve) => setTimeout(resolve, settle));
+      for (let turn = 0; turn < turns; turn++) await new Promise(setImmediate);
       return { results, opened };
     });
   }

@@ -123,7 +123,9 @@ describe('packaging', () => {
     }
 
     const platformDir = path.join(ROOT, 'npm', PLATFORM);
-    const built = path.join(ROOT, 'native', BINARY);
+    // The build this process runs goes into the platform package: native/'s, or the one
+    // AMQPLIB_RS_ADDON names (the sanitizer's, an emulated platform's).
+    const built = process.env.AMQPLIB_RS_ADDON ?? path.join(ROOT, 'native', BINARY);
     assert.ok(fs.existsSync(built), `${built} is missing: run \`npm run build\` first`);
     fs.copyFileSync(built, path.join(platformDir, BINARY));
     let platform;
