@@ -41,6 +41,7 @@ const PLATFORMS = {
     prepare: prepareWine,
     env: (dir) => ({
       WINEPREFIX: path.join(dir, 'wineprefix'),
+      WINEARCH: 'win64', // Debian's wine64 alone: no 32-bit half
       WINEDEBUG: '-all',
       // The stand-in first; no prompts to install Wine's Mono or Gecko.
       WINEDLLOVERRIDES: 'bcryptprimitives=n,b;mscoree,mshtml=',
@@ -74,9 +75,9 @@ function registerBinfmt() {
   fs.writeFileSync(path.join(dir, 'register'), fs.readFileSync('/usr/lib/binfmt.d/qemu-aarch64.conf', 'utf8').trim());
 }
 
-// A Wine prefix of our own, and the stand-in bcryptprimitives.dll beside node.exe (the
-// loader looks in the program's folder first).
-function prepareWine(dir, nodeDir, env) {
+// A Wine prefix of our own, and the stand-in bcryptprimitives.dll beside the addon (Node loads
+// an addon with LOAD_WITH_ALTERED_SEARCH_PATH: its DLLs are looked for in its folder first).
+function prepareWine(dir, env) {
   const source = path.join(dir, 'bcryptprimitives.c');
   fs.writeFileSync(source, [
     '#include <windows.h>',
@@ -93,10 +94,12 @@ function prepareWine(dir, nodeDir, env) {
     '}',
     '',
   ].join('\n'));
-  run('x86_64-w64-mingw32-gcc', ['-shared', '-O2', '-o', path.join(nodeDir, 'bcryptprimitives.dll'), source, '-ladvapi32']);
+  run('x86_64-w64-mingw32-gcc', ['-shared', '-O2', '-o', path.join(dir, 'bcryptprimitives.dll'), source, '-ladvapi32']);
   if (!fs.existsSync(env.WINEPREFIX)) {
     console.log('Making a Wine prefix (first run only)');
     run(wine(), ['wineboot', '--init'], env);
+    // A new prefix says Windows 7, where Node refuses to start (it wants 8.1 or later).
+    run(wine(), ['reg', 'add', 'HKCU\\Software\\Wine', '/v', 'Version', '/d', 'win10', '/f'], env);
   }
 }
 
@@ -137,7 +140,7 @@ function main() {
   const addon = buildAddon(dir, platform.target);
   const node = fetchNode(dir, platform.node);
   const env = { ...platform.env(dir), AMQPLIB_RS_ADDON: addon };
-  platform.prepare(dir, path.dirname(node), env);
+  platform.prepare(dir, env);
 
   const steps = [['JS tests', JS_TESTS], ['compat suite', ['compat/run.js']]];
   for (const [step, args] of steps) {
