@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // Generates the AMQP 0-9-1 protocol tables, for Rust (src/spec.rs) and for JS (lib/spec.js),
-// from RabbitMQ's spec JSON (vendored in spec/, see spec/README.md), and the layout of what the
-// native core hands JS (src/boundary.rs, lib/boundary.js). Run with `npm run generate`;
+// from RabbitMQ's spec JSON (vendored in spec/, see spec/README.md); the layout of what the
+// native core hands JS (src/boundary.rs, lib/boundary.js); and the hot entry points'
+// registration, argument decoding and TypeScript signatures (src/bindings/hot_generated.rs,
+// lib/native.d.ts) from scripts/hot-entry-points.js. Run with `npm run generate`;
 // the outputs are committed, so a build never needs this script.
 'use strict';
 const fs = require('node:fs');
@@ -293,7 +295,166 @@ function jsBoundary() {
   return out.join('\n');
 }
 
-const OUTPUTS = { 'src/spec.rs': rust, 'lib/spec.js': js, 'src/boundary.rs': rustBoundary, 'lib/boundary.js': jsBoundary };
+// ---------- the hot entry points (src/bindings/hot_generated.rs, lib/native.d.ts) ----------
+// From the one description in scripts/hot-entry-points.js: in Rust, each entry point's
+// arguments decoded by name for its handler in hot.rs, and the registration; in TypeScript,
+// their signatures, against which lib/'s calls are checked.
+const HOT_FILE = 'scripts/hot-entry-points.js';
+const HOT = require('./hot-entry-points');
+const HOT_HEADER = header(HOT_FILE);
+const snake = (s) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+// Read before the handler runs, as what Rust type and how.
+const EAGER = {
+  u8: ['u8', (i) => `call.u32(${i})? as u8`],
+  u16: ['u16', (i) => `call.u32(${i})? as u16`],
+  u32: ['u32', (i) => `call.u32(${i})?`],
+  f64: ['f64', (i) => `call.f64(${i})?`],
+  bool: ['bool', (i) => `call.bool(${i})?`],
+  raw: ['sys::napi_value', (i) => `call.args[${i}]`],
+};
+const TS_TYPE = { handle: 'Handle', u8: 'number', u16: 'number', u32: 'number', f64: 'number', bool: 'boolean', bytes: 'Buffer' };
+
+function hotArgs(entry) {
+  const args = entry.args.map(([name, kind, ts], index) => ({ name, kind, ts, index, field: snake(name) }));
+  for (const a of args) {
+    if (!(a.kind in EAGER || a.kind in TS_TYPE || a.kind === 'value')) throw new Error(`${entry.name}: unknown kind ${a.kind}`);
+    if ((a.kind === 'value' || a.kind === 'raw') !== (a.ts !== undefined)) throw new Error(`${entry.name}: ${a.name} needs a TypeScript type exactly when it is a value or raw`);
+  }
+  if (args.filter((a) => a.kind === 'handle').length !== 1) throw new Error(`${entry.name}: one handle argument`);
+  return args;
+}
+
+const signature = (entry) => `\`${entry.name}(${entry.args.map(([name]) => name).join(', ')})\``;
+// `text` as comment lines of at most 100 characters, each starting with `lead`.
+function wrap(lead, text) {
+  const lines = [];
+  let line = lead;
+  for (const word of text.split(' ')) {
+    if (line !== lead && line.length + 1 + word.length > 100) {
+      lines.push(line);
+      line = lead;
+    }
+    line += line === lead ? word : ` ${word}`;
+  }
+  return [...lines, line];
+}
+
+function rustHot() {
+  const out = [
+    `// ${HOT_HEADER}`,
+    '//! The hot entry points\' registration and the decoding of their arguments by name, for their',
+    '//! handlers in `hot.rs`, whose child module this is (so that `Call` stays private to the two).',
+    '',
+    'use super::super::errors::{guarded, napi_ok, JsError};',
+    'use super::super::handover::js_string;',
+    'use super::super::marshal::JsVal;',
+    'use super::super::native_connection::NativeConnection;',
+    'use super::Call;',
+    'use napi::sys;',
+    'use std::ptr;',
+    '',
+    'type Result<T> = std::result::Result<T, JsError>;',
+    '',
+  ];
+  const cfg = (entry) => (entry.cfg ? [`#[cfg(${entry.cfg})]`] : []);
+  for (const entry of HOT) {
+    const args = hotArgs(entry);
+    const type = entry.name.replace(/^./, (c) => c.toUpperCase());
+    const n = args.length;
+    const eager = args.filter((a) => a.kind in EAGER);
+    const values = args.filter((a) => a.kind === 'value');
+    out.push(`/// The arguments of ${signature(entry)}.`, '///', ...wrap('/// ', entry.doc), ...cfg(entry));
+    out.push(`pub(super) struct ${type}Args {`, `    call: Call<${n}>,`);
+    for (const a of eager) out.push(`    pub ${a.field}: ${EAGER[a.kind][0]},`);
+    out.push('}', '');
+    if (values.length > 0) {
+      out.push(`/// The user's values among the arguments of \`${entry.name}\`, for the encoder: they borrow the call.`, ...cfg(entry));
+      out.push(`pub(super) struct ${type}Values<'a> {`);
+      for (const a of values) out.push(`    pub ${a.field}: JsVal<'a>,`);
+      out.push('}', '');
+    }
+    out.push(...cfg(entry), `impl ${type}Args {`);
+    out.push('    fn new(env: sys::napi_env, info: sys::napi_callback_info) -> Result<Self> {');
+    out.push(`        let call = Call::<${n}>::new(env, info)?;`);
+    out.push(`        Ok(${type}Args { ${[...eager.map((a) => `${a.field}: ${EAGER[a.kind][1](a.index)}`), 'call'].join(', ')} })`);
+    out.push('    }');
+    for (const a of args) {
+      if (a.kind === 'handle') {
+        out.push('', `    /// The connection behind \`${a.name}\` (see \`Call::connection\`).`);
+        out.push('    pub fn connection(&self) -> Result<&mut NativeConnection> {', `        self.call.connection(${a.index})`, '    }');
+      } else if (a.kind === 'bytes') {
+        out.push('', `    /// The bytes of \`${a.name}\` (see \`Call::bytes\`).`);
+        out.push(`    pub fn ${a.field}(&self) -> Result<&[u8]> {`, `        self.call.bytes(${a.index})`, '    }');
+      }
+    }
+    if (values.length > 0) {
+      const fields = values.map((a) => a.field).join(', ');
+      out.push('', `    /// ${values.map((a) => `\`${a.name}\``).join(', ').replace(/, ([^,]*)$/, ' and $1')} (see \`Call::user_values\`).`);
+      out.push(`    pub fn values(&mut self) -> ${type}Values<'_> {`);
+      out.push(`        let [${fields}] = self.call.user_values([${values.map((a) => a.index).join(', ')}]);`);
+      out.push(`        ${type}Values { ${fields} }`, '    }');
+    }
+    out.push('}', '');
+    const run = entry.returns === 'number'
+      ? `number(env, super::${entry.handler}(${type}Args::new(env, info)?)?)`
+      : `super::${entry.handler}(env, ${type}Args::new(env, info)?)`;
+    out.push(...cfg(entry), `unsafe extern "C" fn ${entry.handler}(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {`);
+    out.push(`    guarded(env, || ${run})`, '}', '');
+  }
+  out.push('/// A handler\'s number, for JS.');
+  out.push('fn number(env: sys::napi_env, value: f64) -> Result<sys::napi_value> {');
+  out.push('    let mut out = ptr::null_mut();', '    // SAFETY: env is live for the current call.');
+  out.push('    napi_ok(unsafe { sys::napi_create_double(env, value, &mut out) })?;', '    Ok(out)', '}', '');
+  out.push('type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;', '');
+  out.push('/// Adds the hot entry points to the module\'s exports.');
+  out.push('pub(in crate::bindings) fn register(env: sys::napi_env, exports: sys::napi_value) -> Result<()> {');
+  out.push('    let functions: &[(&str, Callback)] = &[');
+  for (const entry of HOT) out.push(...cfg(entry).map((c) => `        ${c}`), `        (${JSON.stringify(entry.name)}, ${entry.handler}),`);
+  out.push('    ];');
+  out.push('    for &(name, callback) in functions {');
+  out.push('        let mut function = ptr::null_mut();');
+  out.push('        // SAFETY: env and exports belong to the module\'s initialisation call; the name is');
+  out.push('        // passed with its length.');
+  out.push('        unsafe {');
+  out.push('            napi_ok(sys::napi_create_function(env, name.as_ptr().cast(), name.len() as isize, Some(callback), ptr::null_mut(), &mut function))?;');
+  out.push('            napi_ok(sys::napi_set_property(env, exports, js_string(env, name.as_bytes())?, function))?;');
+  out.push('        }');
+  out.push('    }');
+  out.push('    Ok(())', '}', '');
+  return out.join('\n');
+}
+
+function tsHot() {
+  const out = [
+    `// ${HOT_HEADER}`,
+    '// The native addon, as lib/native.js loads it. Its hot entry points (src/bindings/hot.rs) are',
+    '// declared here from the description they are generated from, so that the type check',
+    '// (tsconfig.lib.json) fails a call in lib/ with an argument missing or out of place. The rest of',
+    "// the addon is napi-rs's (NativeConnection, hasNativeSocket, the codec exports), which",
+    '// `napi build` declares in native/index.d.ts: a build output, which the type check cannot',
+    '// count on (it runs on checkouts never built), so that part is `any` here.',
+    '',
+    'declare const handleBrand: unique symbol;',
+    '',
+    'declare namespace native {',
+    '  /** A connection handle, made by `NativeConnection#handle()`: the entry points take no other value for one. */',
+    '  type Handle = { readonly [handleBrand]: true };',
+    '',
+    '  interface Addon {',
+  ];
+  for (const entry of HOT) {
+    const params = hotArgs(entry).map((a) => `${a.name}: ${a.ts ?? TS_TYPE[a.kind]}`).join(', ');
+    out.push('    /**', ...wrap('     * ', entry.doc), '     */', `    ${entry.name}(${params}): ${entry.returns};`);
+  }
+  out.push('    /** napi-rs\'s part of the addon (see above). */', '    [name: string]: any;', '  }', '}', '');
+  out.push('declare const native: native.Addon;', 'export = native;', '');
+  return out.join('\n');
+}
+
+const OUTPUTS = {
+  'src/spec.rs': rust, 'lib/spec.js': js, 'src/boundary.rs': rustBoundary, 'lib/boundary.js': jsBoundary,
+  'src/bindings/hot_generated.rs': rustHot, 'lib/native.d.ts': tsHot,
+};
 
 // With --check, writes nothing and fails if a committed output differs from what this
 // script generates now (the tests run it so).
@@ -303,4 +464,4 @@ if (process.argv.includes('--check')) {
   process.exit(stale.length ? 1 : 0);
 }
 for (const [file, generate] of Object.entries(OUTPUTS)) fs.writeFileSync(path.join(root, file), generate());
-console.log(`generated ${methods.length} methods, ${properties.length} properties, ${constants.length} constants, and the boundary`);
+console.log(`generated ${methods.length} methods, ${properties.length} properties, ${constants.length} constants, the boundary and ${HOT.length} hot entry points`);
