@@ -1,7 +1,8 @@
 'use strict';
-// The protocol tables and the boundary layout are generated, for Rust and JS alike, by
-// scripts/generate-defs.js; the committed files must be exactly what it generates now, and
-// what the native core hands over must read as lib/boundary.js says.
+// The protocol tables, the boundary layout and the hot entry points are generated, for Rust and
+// JS alike, by scripts/generate-defs.js; the committed files must be exactly what it generates
+// now, what the native core hands over must read as lib/boundary.js says, and the addon must
+// have the entry points scripts/hot-entry-points.js describes.
 
 const { describe, it } = require('node:test');
 const assert = require('node:assert');
@@ -9,11 +10,19 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const native = require('../lib/native');
 const boundary = require('../lib/boundary');
+const hotEntryPoints = require('../scripts/hot-entry-points');
 
 describe('generated files', () => {
   it('are what scripts/generate-defs.js generates', () => {
     const run = spawnSync(process.execPath, [path.join(__dirname, '..', 'scripts', 'generate-defs.js'), '--check'], { encoding: 'utf8' });
     assert.strictEqual(run.status, 0, run.stderr);
+  });
+
+  it('register every hot entry point described, where its platform has it', () => {
+    for (const { name, cfg } of hotEntryPoints) {
+      const expected = cfg === 'native_socket' ? native.hasNativeSocket() : true;
+      assert.strictEqual(typeof native[name] === 'function', expected, name);
+    }
   });
 
   it('lay out a read as the native core writes it', () => {

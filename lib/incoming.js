@@ -1,3 +1,5 @@
+// @ts-check: its call of the native entry point is checked against lib/native.d.ts (see
+// tsconfig.lib.json).
 'use strict';
 // Frames in: what the native side hands over for one read, the event tape of src/tape.rs,
 // becomes frames in amqplib's shapes, each decoded when the connection takes it (so a frame
@@ -20,6 +22,7 @@ const {
 class Incoming {
   // `handle` is the one the per-read native call takes (src/bindings/hot.rs); `parsedAsRead`
   // says the stream is a native socket.
+  /** @param {import('./native').Handle} handle */
   constructor(stream, handle, parsedAsRead) {
     this.stream = stream;
     this.handle = handle;
@@ -163,7 +166,7 @@ class Incoming {
       case EVENT_HEARTBEAT:
         return HEARTBEAT;
       case EVENT_CONNECTION_ERROR: {
-        const err = new Error(reader.obj(t[i + CONNECTION_ERROR_TEXT]));
+        const err = /** @type {Error & { code?: number }} */ (new Error(reader.obj(t[i + CONNECTION_ERROR_TEXT])));
         err.code = id;
         return err;
       }

@@ -1,3 +1,5 @@
+// @ts-check: its call of the native entry point is checked against lib/native.d.ts (see
+// tsconfig.lib.json).
 'use strict';
 // The amqp:// transport: a TCP socket read and written by the native session itself, on
 // Node's own event loop (src/driver.rs, src/bindings/socket.rs). It offers the connection the
@@ -33,6 +35,7 @@ class NativeSocket extends EventEmitter {
     super();
     this.session = new native.NativeConnection();
     // The handle the per-message and per-read native calls take (src/bindings/hot.rs).
+    /** @type {import('./native').Handle} */
     this.handle = this.session.handle();
     this.received = [];
     // What the last read() took besides its tape.
@@ -95,7 +98,7 @@ class NativeSocket extends EventEmitter {
     if (this.untried.length > 0) return setImmediate(() => this.destroyed || this.connectNext());
     const errors = this.connectErrors;
     if (errors.length === 1) return this.fail(errors[0]);
-    const aggregate = new AggregateError(errors);
+    const aggregate = /** @type {AggregateError & { code?: string }} */ (new AggregateError(errors));
     aggregate.code = errors[0].code;
     this.fail(aggregate);
   }

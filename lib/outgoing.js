@@ -1,3 +1,5 @@
+// @ts-check: its calls of the native entry points are checked against lib/native.d.ts (see
+// tsconfig.lib.json), so the JSDoc types below are those of the arguments they pass on.
 'use strict';
 // Frames out, and backpressure. Methods and messages are encoded by the native session into
 // its one output buffer, which leaves in one write per turn of the event loop (a microtask),
@@ -28,6 +30,7 @@ class Outgoing {
   // `lastPublish` are kept here; `writesItself` says the stream is a native socket, which
   // writes from the session itself.
   // `onWriteFailed` is called when a write to the stream fails at once.
+  /** @param {import('./native').Handle} handle */
   constructor(stream, session, handle, channels, writesItself, onWriteFailed) {
     this.stream = stream;
     this.session = session;
@@ -131,6 +134,11 @@ class Outgoing {
     this.scheduleFlush();
   }
 
+  /**
+   * @param {number} channel
+   * @param {number} method
+   * @param {Record<string, any>} fields
+   */
   sendMethod(channel, method, fields) {
     const flags = acknowledgementFlags(method, fields);
     if (flags >= 0) return this.sendAcknowledgement(channel, method, fields.deliveryTag, flags, 0);
@@ -141,6 +149,13 @@ class Outgoing {
 
   // `tag` one isEncodableTag takes, `flags` as acknowledgementFlags makes them, `settlesPrefix`
   // 1 when the channel's UnsettledTags says so, else 0.
+  /**
+   * @param {number} channel
+   * @param {number} method
+   * @param {number} tag
+   * @param {number} flags
+   * @param {number} settlesPrefix
+   */
   sendAcknowledgement(channel, method, tag, flags, settlesPrefix) {
     if (method === defs.BasicAck) this.acked++;
     const pending = native.sendAcknowledgement(this.handle, channel, method, tag, flags, settlesPrefix);
@@ -148,6 +163,14 @@ class Outgoing {
     return this.writable(undefined, pending);
   }
 
+  /**
+   * @param {number} channel
+   * @param {number} method
+   * @param {Record<string, any>} fields
+   * @param {number} properties
+   * @param {Record<string, unknown>} props
+   * @param {Buffer} content
+   */
   sendMessage(channel, method, fields, properties, props, content) {
     if (!Buffer.isBuffer(content)) throw new TypeError('content is not a buffer');
     let pending;
@@ -189,7 +212,7 @@ function acknowledgementFlags(method, fields) {
     case defs.BasicAck:
       return typeof multiple === 'boolean' ? +multiple : -1;
     case defs.BasicNack:
-      return typeof multiple === 'boolean' && typeof requeue === 'boolean' ? multiple | (requeue << 1) : -1;
+      return typeof multiple === 'boolean' && typeof requeue === 'boolean' ? +multiple | (+requeue << 1) : -1;
     default:
       return typeof requeue === 'boolean' ? +requeue : -1;
   }

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 'use strict';
 // `npm test` (the loop to run before each commit, a few minutes): the Rust tests, our JS tests
-// on both transports (the generated-file check among them), the type check and amqplib's own
+// on both transports (the generated-file check among them), the type checks and amqplib's own
 // suite (compat/run.js).
 // `npm run test:full` (`node scripts/test.js --full`, what CI runs): all of that, then
 // amqplib's suite again on the stream path, the cluster scenarios against a three-node cluster
@@ -18,6 +18,7 @@ const path = require('node:path');
 const root = path.join(__dirname, '..');
 const node = process.execPath;
 const full = process.argv.includes('--full');
+const tsc = require.resolve('typescript/bin/tsc', { paths: [root] });
 
 const quick = [
   ['Rust tests', 'cargo', ['test', '--release']],
@@ -25,7 +26,9 @@ const quick = [
   ['JS tests', node, ['--test', '--test-timeout=60000', '__test__/**/*.test.js']],
   // amqp:// as platforms without the native socket (Windows) take it: Node's net.connect.
   ['JS tests, stream path', node, ['--test', '--test-timeout=60000', '__test__/**/*.test.js'], { AMQPLIB_RS_TRANSPORT: 'stream' }],
-  ['type check', node, [require.resolve('typescript/bin/tsc', { paths: [root] }), '-p', 'tsconfig.json']],
+  ['type check', node, [tsc, '-p', 'tsconfig.json']],
+  // lib/'s calls of the native entry points, against lib/native.d.ts.
+  ['type check, the native calls', node, [tsc, '-p', 'tsconfig.lib.json']],
   ['compat suite', node, ['compat/run.js']],
 ];
 

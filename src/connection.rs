@@ -430,10 +430,10 @@ impl Connection {
 
     fn method_frame(&mut self, channel: u16, payload: Range<usize>) -> Result<(), ProtocolError> {
         let id = Reader::new(&self.read[payload.clone()]).u32()?;
-        spec::method(id).ok_or(CodecError::UnknownMethod)?;
+        let method = spec::method(id).ok_or(CodecError::UnknownMethod)?;
         // Its arguments are decoded by whoever takes the event (see `poll_event`).
         let args = payload.start + 4..payload.end;
-        if let (Some(stage), true) = (self.stages.get(&channel), carries_content(id)) {
+        if let (Some(stage), true) = (self.stages.get(&channel), carries_content(method)) {
             match stage {
                 Stage::Idle => {
                     self.stages.insert(channel, Stage::Header { method: Held { id, range: args } });
@@ -655,6 +655,7 @@ mod tests {
     use crate::boundary::{EVENT_CHANNEL, EVENT_ID, EVENT_KIND, EVENT_LENGTH, MESSAGE_ARGUMENTS, MESSAGE_BODY_SIZE, MESSAGE_PROPERTIES, TAPE_NEW_STRINGS};
     use crate::boundary::TapeEvent;
     use crate::serializer::{Serializer, POOLED_BODY_MAX};
+    use crate::spec_types::{ArgType, MethodSpec};
     use crate::tape::Obj;
     use crate::test_support::{content_head, method_frame, TapeView, TestValue};
     use proptest::prelude::*;
@@ -754,6 +755,30 @@ mod tests {
         let content = content.expect("a body");
         assert_eq!(content, &body);
         assert_eq!(content.capacity(), body.len(), "exactly its size");
+    }
+
+    /// The method frame of `method` on channel 1, with every argument given.
+    fn any_method_frame(method: &MethodSpec) -> Vec<u8> {
+        let value = |ty| match ty {
+            ArgType::ShortStr | ArgType::LongStr => TestValue::Str("x".into()),
+            ArgType::Bit => TestValue::Bool(false),
+            ArgType::Table => TestValue::object(&[]),
+            _ => TestValue::Num(1.0),
+        };
+        let fields: Vec<_> = method.args.iter().map(|a| (a.name, value(a.ty))).collect();
+        method_frame(1, method.id, &TestValue::object(&fields)).unwrap()
+    }
+
+    #[test]
+    fn the_methods_a_server_sends_with_content_wait_for_it_and_a_publish_does_not() {
+        for method in [&spec::BASIC_DELIVER, &spec::BASIC_RETURN, &spec::BASIC_GET_OK] {
+            let mut client = opened();
+            client.receive(&any_method_frame(method));
+            assert_eq!(events(&client), vec![], "{} waits for its header", method.name);
+        }
+        let mut client = opened();
+        client.receive(&any_method_frame(&spec::BASIC_PUBLISH));
+        assert_eq!(events(&client), vec![(TapeEvent::Method as u8, 1, spec::BASIC_PUBLISH.id)], "a publish is handed on alone");
     }
 
     #[test]

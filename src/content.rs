@@ -9,14 +9,17 @@
 //! connection hands them to its channels.
 
 use crate::spec;
+use crate::spec_types::MethodSpec;
 use std::ops::Range;
 
 /// The most a content header can make us allocate before its body arrives.
 pub const MAX_CONTENT_RESERVE: u64 = 8 * 1024 * 1024;
 
-/// Whether a method received from the server is followed by content.
-pub fn carries_content(method_id: u32) -> bool {
-    method_id == spec::BASIC_DELIVER.id || method_id == spec::BASIC_RETURN.id || method_id == spec::BASIC_GET_OK.id
+/// Whether a method received from the server is followed by content: those the spec says
+/// carry content, but basic.publish, which only a client sends (one from the server is handed
+/// on alone, as amqplib's channel takes any method it has no case for).
+pub fn carries_content(method: &MethodSpec) -> bool {
+    method.has_content && method.id != spec::BASIC_PUBLISH.id
 }
 
 /// A frame's payload held in the read buffer until its message is whole (the connection

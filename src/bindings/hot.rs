@@ -13,9 +13,14 @@
 //! entry point that reads a user's values therefore encodes them into scratch memory
 //! first, with no connection borrowed, and only then takes its connection to append the
 //! frames (a message sent from inside a getter goes first, whole).
+//!
+//! Their registration and the decoding of their arguments, which come by position, are
+//! generated (`hot_generated.rs`, a child module, so that it reaches `Call`) from the one
+//! description in scripts/hot-entry-points.js, which lib/native.d.ts declares them from too:
+//! each function here gets its arguments by name.
 
-use super::errors::{guarded, napi_ok, JsError};
-use super::handover::{hand_over_received, js_string};
+use super::errors::{napi_ok, JsError};
+use super::handover::hand_over_received;
 use super::marshal::JsVal;
 use super::native_connection::NativeConnection;
 use crate::frame::{self, write_publish_head, Publish};
@@ -23,6 +28,17 @@ use crate::spec;
 use napi::sys;
 use std::cell::Cell;
 use std::ptr;
+
+#[cfg(native_socket)]
+use generated::FlushSocketArgs;
+use generated::{
+    ReceiveArgs, SendAcknowledgementArgs, SendMessageArgs, SendMessageValues, SendMethodArgs, SendMethodValues, SendPublishAgainArgs, SendPublishArgs,
+    SendPublishValues, TakeOutputArgs,
+};
+
+#[path = "hot_generated.rs"]
+mod generated;
+pub(super) use generated::register;
 
 type Result<T> = std::result::Result<T, JsError>;
 
@@ -139,13 +155,6 @@ impl<const N: usize> Call<N> {
         // is therefore not holding one, and this call takes it once.
         Ok(unsafe { &mut *(*data.cast::<Handle>()).connection })
     }
-
-    fn number(&self, value: f64) -> Result<sys::napi_value> {
-        let mut out = ptr::null_mut();
-        // SAFETY: env is live for this call.
-        napi_ok(unsafe { sys::napi_create_double(self.env, value, &mut out) })?;
-        Ok(out)
-    }
 }
 
 thread_local! {
@@ -163,172 +172,103 @@ fn with_scratch<T>(encode: impl FnOnce(&mut Vec<u8>) -> Result<T>) -> Result<T> 
     result
 }
 
-/// `sendMethod(handle, channel, methodId, fields)`: a method frame. The bytes waiting
-/// afterwards.
-unsafe extern "C" fn send_method(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    guarded(env, || {
-        let mut call = Call::<4>::new(env, info)?;
-        let (channel, method_id) = (call.u32(1)? as u16, call.u32(2)?);
-        let method = spec::method(method_id).ok_or(crate::codec::CodecError::UnknownMethod)?;
-        with_scratch(|scratch| {
-            let [fields] = call.user_values([3]);
-            frame::write_method(scratch, channel, method, &fields)?;
-            let connection = call.connection(0)?;
-            connection.core.send_frames(scratch)?;
-            call.number(connection.core.out.len() as f64)
-        })
+// The entry points' work, each given its arguments decoded by name (generated from
+// scripts/hot-entry-points.js, which documents each); their registration is generated too.
+
+fn send_method(mut args: SendMethodArgs) -> Result<f64> {
+    let method = spec::method(args.method_id).ok_or(crate::codec::CodecError::UnknownMethod)?;
+    let channel = args.channel;
+    with_scratch(|scratch| {
+        let SendMethodValues { fields } = args.values();
+        frame::write_method(scratch, channel, method, &fields)?;
+        let connection = args.connection()?;
+        connection.core.send_frames(scratch)?;
+        Ok(connection.core.out.len() as f64)
     })
 }
 
-/// `sendMessage(handle, channel, methodId, fields, classId, properties, content)`: a method
-/// with content (method, header and body frames). The bytes waiting afterwards.
-unsafe extern "C" fn send_message(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    guarded(env, || {
-        let mut call = Call::<7>::new(env, info)?;
-        let (channel, method_id, class_id) = (call.u32(1)? as u16, call.u32(2)?, call.u32(4)? as u16);
-        let method = spec::method(method_id).ok_or(crate::codec::CodecError::UnknownMethod)?;
-        let props = spec::properties(class_id).ok_or(crate::codec::CodecError::UnknownProperties)?;
-        let size = call.bytes(6)?.len();
-        with_scratch(|scratch| {
-            let [fields, properties] = call.user_values([3, 5]);
-            frame::write_method(scratch, channel, method, &fields)?;
-            frame::write_header(scratch, channel, props, size as u64, &properties, u16::MAX)?;
-            let content = same_content(&call, 6, size)?;
-            let connection = call.connection(0)?;
-            connection.core.send_content(channel, scratch, content)?;
-            call.number(connection.core.out.len() as f64)
-        })
+fn send_message(mut args: SendMessageArgs) -> Result<f64> {
+    let method = spec::method(args.method_id).ok_or(crate::codec::CodecError::UnknownMethod)?;
+    let props = spec::properties(args.class_id).ok_or(crate::codec::CodecError::UnknownProperties)?;
+    let size = args.content()?.len();
+    let channel = args.channel;
+    with_scratch(|scratch| {
+        let SendMessageValues { fields, properties } = args.values();
+        frame::write_method(scratch, channel, method, &fields)?;
+        frame::write_header(scratch, channel, props, size as u64, &properties, u16::MAX)?;
+        let content = same_content(args.content()?, size)?;
+        let connection = args.connection()?;
+        connection.core.send_content(channel, scratch, content)?;
+        Ok(connection.core.out.len() as f64)
     })
 }
 
-/// The content argument `i`, read again after the user's values were (a getter may have
-/// detached or replaced its store): refused if its size is no longer the one encoded.
-fn same_content<const N: usize>(call: &Call<N>, i: usize, size: usize) -> Result<&[u8]> {
-    let content = call.bytes(i)?;
+/// The content, read again after the user's values were (a getter may have detached or
+/// replaced its store): refused if its size is no longer the one encoded.
+fn same_content(content: &[u8], size: usize) -> Result<&[u8]> {
     if content.len() != size {
         return Err(JsError::plain("The content changed while the message was encoded"));
     }
     Ok(content)
 }
 
-/// `sendPublish(handle, channel, exchange, routingKey, mandatory, immediate, properties,
-/// present, content)`: see `Connection::send_publish_head`; `present` flags the properties that
-/// are neither undefined nor null, as lib/spec.js computes them. The bytes waiting afterwards.
-unsafe extern "C" fn send_publish(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    guarded(env, || {
-        let mut call = Call::<9>::new(env, info)?;
-        let channel = call.u32(1)? as u16;
-        let (mandatory, immediate, present) = (call.bool(4)?, call.bool(5)?, call.u32(7)? as u16);
-        let size = call.bytes(8)?.len();
-        with_scratch(|scratch| {
-            let [exchange, routing_key, properties] = call.user_values([2, 3, 6]);
-            let publish = Publish { exchange: &exchange, routing_key: &routing_key, mandatory, immediate, properties: &properties, present };
-            write_publish_head(scratch, channel, &publish, size)?;
-            let content = same_content(&call, 8, size)?;
-            let connection = call.connection(0)?;
-            connection.core.send_publish_head(channel, scratch, content)?;
-            call.number(connection.core.out.len() as f64)
-        })
+/// See `Connection::send_publish_head`.
+fn send_publish(mut args: SendPublishArgs) -> Result<f64> {
+    let (channel, mandatory, immediate, present) = (args.channel, args.mandatory, args.immediate, args.present);
+    let size = args.content()?.len();
+    with_scratch(|scratch| {
+        let SendPublishValues { exchange, routing_key, properties } = args.values();
+        let publish = Publish { exchange: &exchange, routing_key: &routing_key, mandatory, immediate, properties: &properties, present };
+        write_publish_head(scratch, channel, &publish, size)?;
+        let content = same_content(args.content()?, size)?;
+        let connection = args.connection()?;
+        connection.core.send_publish_head(channel, scratch, content)?;
+        Ok(connection.core.out.len() as f64)
     })
 }
 
-/// `sendPublishAgain(handle, channel, content)`: see `Connection::send_publish_again`. The bytes
-/// waiting afterwards, or -1 when the channel has no publish to repeat.
-unsafe extern "C" fn send_publish_again(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    guarded(env, || {
-        let call = Call::<3>::new(env, info)?;
-        let (channel, content) = (call.u32(1)? as u16, call.bytes(2)?);
-        let connection = call.connection(0)?;
-        let waiting = if connection.core.send_publish_again(channel, content) { connection.core.out.len() as f64 } else { -1.0 };
-        call.number(waiting)
-    })
+/// See `Connection::send_publish_again`.
+fn send_publish_again(args: SendPublishAgainArgs) -> Result<f64> {
+    let content = args.content()?;
+    let connection = args.connection()?;
+    Ok(if connection.core.send_publish_again(args.channel, content) { connection.core.out.len() as f64 } else { -1.0 })
 }
 
-/// `sendAcknowledgement(handle, channel, methodId, deliveryTag, flags, settlesPrefix)`: see
-/// `Connection::send_acknowledgement`; JS sends only safe-integer tags this way. The bytes
-/// waiting afterwards.
-unsafe extern "C" fn send_acknowledgement(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    guarded(env, || {
-        let call = Call::<6>::new(env, info)?;
-        let (channel, method, tag, flags) = (call.u32(1)? as u16, call.u32(2)?, call.f64(3)?, call.u32(4)? as u8);
-        let settles_prefix = call.u32(5)? != 0;
-        let connection = call.connection(0)?;
-        connection.core.send_acknowledgement(channel, method, tag as u64, flags, settles_prefix)?;
-        call.number(connection.core.out.len() as f64)
-    })
+/// See `Connection::send_acknowledgement`; JS sends only safe-integer tags this way.
+fn send_acknowledgement(args: SendAcknowledgementArgs) -> Result<f64> {
+    let connection = args.connection()?;
+    connection.core.send_acknowledgement(args.channel, args.method_id, args.delivery_tag as u64, args.flags, args.settles_prefix != 0)?;
+    Ok(connection.core.out.len() as f64)
 }
 
-/// `receive(handle, chunk, spare)`: parses what a stream transport read; `[tape, objects,
-/// slab]` for every complete frame, the tape written into `spare` (the last tape this returned)
-/// when JS is done with it.
-unsafe extern "C" fn receive(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    guarded(env, || {
-        let call = Call::<3>::new(env, info)?;
-        let chunk = call.bytes(1)?;
-        let spare = call.args[2];
-        let connection = call.connection(0)?;
-        connection.core.receive(chunk);
-        hand_over_received(env, &mut connection.core, &mut connection.serializer, Some(spare))?.into_array(env)
-    })
+/// `[tape, objects, slab]`, as `HandedOver::into_array` makes it.
+fn receive(env: sys::napi_env, args: ReceiveArgs) -> Result<sys::napi_value> {
+    let chunk = args.chunk()?;
+    let connection = args.connection()?;
+    connection.core.receive(chunk);
+    hand_over_received(env, &mut connection.core, &mut connection.serializer, Some(args.spare))?.into_array(env)
 }
 
-/// `takeOutput(handle)`: everything encoded since the last call, as one Buffer, or null.
-unsafe extern "C" fn take_output(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    guarded(env, || {
-        let call = Call::<1>::new(env, info)?;
-        let connection = call.connection(0)?;
-        let mut out = ptr::null_mut();
-        let pending = &connection.core.out;
-        if pending.is_empty() {
-            // SAFETY: env is live for this call.
-            napi_ok(unsafe { sys::napi_get_null(env, &mut out) })?;
-            return Ok(out);
-        }
-        // A copy, not the Vec itself: V8 accounts for memory it allocated, but Buffers over
-        // outside memory are collected too late at high rates (RSS passed 1 GB sending 64 KB
-        // messages), and the connection keeps its buffer's capacity for the next turn.
-        let mut data = ptr::null_mut();
-        // SAFETY: copies `pending.len()` bytes from a live Vec into the fresh Buffer.
-        napi_ok(unsafe { sys::napi_create_buffer_copy(env, pending.len(), pending.as_ptr().cast(), &mut data, &mut out) })?;
-        connection.core.clear_output();
-        Ok(out)
-    })
+fn take_output(env: sys::napi_env, args: TakeOutputArgs) -> Result<sys::napi_value> {
+    let connection = args.connection()?;
+    let mut out = ptr::null_mut();
+    let pending = &connection.core.out;
+    if pending.is_empty() {
+        // SAFETY: env is live for this call.
+        napi_ok(unsafe { sys::napi_get_null(env, &mut out) })?;
+        return Ok(out);
+    }
+    // A copy, not the Vec itself: V8 accounts for memory it allocated, but Buffers over
+    // outside memory are collected too late at high rates (RSS passed 1 GB sending 64 KB
+    // messages), and the connection keeps its buffer's capacity for the next turn.
+    let mut data = ptr::null_mut();
+    // SAFETY: copies `pending.len()` bytes from a live Vec into the fresh Buffer.
+    napi_ok(unsafe { sys::napi_create_buffer_copy(env, pending.len(), pending.as_ptr().cast(), &mut data, &mut out) })?;
+    connection.core.clear_output();
+    Ok(out)
 }
 
 #[cfg(native_socket)]
-/// `flushSocket(handle)`: writes what is queued to the native socket: 1 all written, 0 the
-/// rest waits (a drain event follows), or a negative errno.
-unsafe extern "C" fn flush_socket(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    guarded(env, || {
-        let call = Call::<1>::new(env, info)?;
-        let connection = call.connection(0)?;
-        call.number(connection.flush_socket() as f64)
-    })
-}
-
-type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
-
-/// Adds the hot entry points to the module's exports.
-pub(super) fn register(env: sys::napi_env, exports: sys::napi_value) -> Result<()> {
-    let functions: &[(&str, Callback)] = &[
-        ("sendMethod", send_method),
-        ("sendMessage", send_message),
-        ("sendPublish", send_publish),
-        ("sendPublishAgain", send_publish_again),
-        ("sendAcknowledgement", send_acknowledgement),
-        ("receive", receive),
-        ("takeOutput", take_output),
-        #[cfg(native_socket)]
-        ("flushSocket", flush_socket),
-    ];
-    for &(name, callback) in functions {
-        let mut function = ptr::null_mut();
-        // SAFETY: env and exports belong to the module's initialisation call; the name is
-        // passed with its length.
-        unsafe {
-            napi_ok(sys::napi_create_function(env, name.as_ptr().cast(), name.len() as isize, Some(callback), ptr::null_mut(), &mut function))?;
-            napi_ok(sys::napi_set_property(env, exports, js_string(env, name.as_bytes())?, function))?;
-        }
-    }
-    Ok(())
+fn flush_socket(args: FlushSocketArgs) -> Result<f64> {
+    Ok(args.connection()?.flush_socket() as f64)
 }
