@@ -6,6 +6,7 @@
 // timeouts, and recording how a call fails.
 
 const Module = require('node:module');
+const fs = require('node:fs');
 const path = require('node:path');
 const crypto = require('node:crypto');
 
@@ -31,6 +32,24 @@ const { prng } = require('../benchmarks/lib');
 
 let counter = 0;
 const runId = `${process.pid}-${crypto.randomBytes(3).toString('hex')}`;
+
+// --- tools ---------------------------------------------------------------
+
+// The directory of `dirs` (PATH's by default) that holds the program `name`, or undefined; on
+// Windows with any of PATHEXT's extensions (npm is npm.cmd there).
+function findOnPath(name, dirs = (process.env.PATH || '').split(path.delimiter).filter(Boolean)) {
+  const names = process.platform === 'win32'
+    ? ['', ...(process.env.PATHEXT || '.EXE;.CMD;.BAT').split(';')].map((ext) => name + ext.toLowerCase())
+    : [name];
+  return dirs.find((dir) => names.some((file) => {
+    try {
+      fs.accessSync(path.join(dir, file), fs.constants.X_OK);
+      return fs.statSync(path.join(dir, file)).isFile();
+    } catch {
+      return false;
+    }
+  }));
+}
 
 // A queue/exchange name no other test (or earlier run) uses.
 function uniqueName(prefix) {
@@ -167,4 +186,5 @@ module.exports = {
   describeError,
   openConnection,
   closeQuietly,
+  findOnPath,
 };

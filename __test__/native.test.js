@@ -6,6 +6,7 @@ const assert = require('node:assert');
 const { execFileSync, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
+const { pathToFileURL } = require('node:url');
 const native = require('../lib/native');
 const { ownPlatformSuffix } = require('../lib/platform');
 const defs = require('../lib/defs');
@@ -56,9 +57,9 @@ describe('native addon', () => {
   it('loads through require and import on Node 24 and on the system Node', () => {
     const script = `
       const cjs = require(${JSON.stringify(root)});
-      import(${JSON.stringify(path.join(root, 'index.mjs'))}).then((esm) => {
+      import(${JSON.stringify(pathToFileURL(path.join(root, 'index.mjs')).href)}).then((esm) => {
         if (esm.default.connect !== cjs.connect || esm.connect !== cjs.connect) throw new Error('not the same objects');
-        return import(${JSON.stringify(path.join(root, 'callback_api.mjs'))});
+        return import(${JSON.stringify(pathToFileURL(path.join(root, 'callback_api.mjs')).href)});
       }).then((cb) => {
         if (cb.default.connect !== require(${JSON.stringify(path.join(root, 'callback_api.js'))}).connect) throw new Error('callback api differs');
         console.log(process.versions.node.split('.')[0]);
@@ -117,9 +118,10 @@ describe('native addon', () => {
       env: { ...process.env, AMQPLIB_RS_ADDON: addon },
       encoding: 'utf8',
     });
-    const missing = load('/nonexistent/amqplib_rs.node');
+    const nowhere = path.resolve('/nonexistent/amqplib_rs.node'); // with a drive letter on Windows
+    const missing = load(nowhere);
     assert.notStrictEqual(missing.status, 0);
-    assert.match(missing.stderr, /\/nonexistent\/amqplib_rs\.node: not found/);
+    assert.ok(missing.stderr.includes(`${nowhere}: not found`), missing.stderr);
     assert.doesNotMatch(missing.stderr, /native\/amqplib_rs/, 'nothing else is tried');
     // The build this process runs: this platform's in native/ (though others' may be built there),
     // or the one AMQPLIB_RS_ADDON already names (the sanitizer's, an emulated platform's).

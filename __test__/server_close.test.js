@@ -137,9 +137,16 @@ const closeThenReset = (peer) => {
   peer.socket.resetAndDestroy();
 };
 
+// A write that fails before the poll has read the close: the close is then only in the kernel,
+// read from the socket's descriptor (Incoming#keepLeftovers), which a Windows socket does not
+// have (README, "What differs").
+const WRITES_BEFORE_READ = new Set(['ten a turn from timers (written before the poll reads)']);
+const noDescriptor = process.platform === 'win32' && 'a Windows socket has no descriptor to read the close from';
+
 describe('the server close wins over the socket error that follows it', () => {
   for (const [name, write] of Object.entries(WRITERS)) {
-    it(`connection.close(320) then a reset, while writing ${name}: closes with the 320, no error (5 runs)`, async () => {
+    const skip = WRITES_BEFORE_READ.has(name) && noDescriptor;
+    it(`connection.close(320) then a reset, while writing ${name}: closes with the 320, no error (5 runs)`, { skip }, async () => {
       for (let run = 0; run < 5; run++) {
         const { events } = await runFault(ours, closeThenReset, { writer: write });
         assert.deepStrictEqual(events, ['channel close', 'confirm channel close', `connection close: 320 ${FORCED_CLOSE}`], `run ${run}`);
@@ -147,7 +154,7 @@ describe('the server close wins over the socket error that follows it', () => {
     });
   }
 
-  it('connection.close(320) then a reset, with a publish made in the same turn (its write fails at once)', async () => {
+  it('connection.close(320) then a reset, with a publish made in the same turn (its write fails at once)', { skip: noDescriptor }, async () => {
     const { events } = await runFault(ours, (peer, { ch }) => {
       closeThenReset(peer);
       ch.publish('', 'q', Buffer.alloc(10));
@@ -155,7 +162,8 @@ describe('the server close wins over the socket error that follows it', () => {
     assert.deepStrictEqual(events, ['channel close', 'confirm channel close', `connection close: 320 ${FORCED_CLOSE}`]);
   });
 
-  it('a recovering model with only a disconnect listener survives the stop under load, and reconnects', async () => {
+  // Its writes come from timers, before the poll reads: see WRITES_BEFORE_READ.
+  it('a recovering model with only a disconnect listener survives the stop under load, and reconnects', { skip: noDescriptor }, async () => {
     const { server, peer } = await scriptedServer();
     try {
       const model = await ours.connect(server.url, { recovery: { initialDelay: 10 } });

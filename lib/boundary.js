@@ -81,6 +81,8 @@ const SOCKET_END = 4;
 const SOCKET_ERROR = 5;
 // Closed after an end the caller asked for; the last event.
 const SOCKET_CLOSE = 6;
+// Bytes a connection takes in before the event loop gets a turn (timers, other sockets).
+const READ_BUDGET = 2097152;
 
 module.exports = {
   EVENT_CONNECTION_ERROR,
@@ -122,4 +124,5 @@ module.exports = {
   SOCKET_END,
   SOCKET_ERROR,
   SOCKET_CLOSE,
+  READ_BUDGET,
 };

@@ -325,6 +325,7 @@ class Connection extends EventEmitter {
           this.accept(frame);
           frame = incoming.nextFrame(true);
         }
+        if (incoming.budgetSpent()) incoming.resumeNextTurn(go);
       } catch (e) {
         this.emit('frameError', e);
       }

@@ -15,7 +15,7 @@ const { HEARTBEAT } = require('./frame');
 const { TapeReader } = require('./tape');
 const {
   EVENT_CONNECTION_ERROR, EVENT_METHOD, EVENT_HEADER, EVENT_BODY, EVENT_POOLED_BODY, EVENT_MESSAGE, EVENT_CHANNEL_ERROR,
-  EVENT_HEARTBEAT, EVENT_KIND, TAPE_HELD, TAPE_END, EVENT_CHANNEL, EVENT_ID, EVENT_LENGTH, METHOD_ARGUMENTS, HEADER_BODY_SIZE, HEADER_PROPERTIES,
+  EVENT_HEARTBEAT, EVENT_KIND, READ_BUDGET, TAPE_HELD, TAPE_END, EVENT_CHANNEL, EVENT_ID, EVENT_LENGTH, METHOD_ARGUMENTS, HEADER_BODY_SIZE, HEADER_PROPERTIES,
   MESSAGE_BODY_SIZE, MESSAGE_PROPERTIES, MESSAGE_ARGUMENTS, CHANNEL_ERROR_TEXT, CHANNEL_ERROR_METHOD, CONNECTION_ERROR_TEXT,
 } = require('./boundary');
 
@@ -46,6 +46,30 @@ class Incoming {
     // For the counters (lib/counters.js): a stream's chunks, and deliveries and gets' messages.
     this.reads = 0;
     this.delivered = 0;
+    // A stream's bytes taken since the event loop last had a turn (see budgetSpent).
+    this.takenSinceYield = 0;
+    this.resumePending = false;
+  }
+
+  // Whether a stream (not the native socket, whose driver keeps its own budget) has given
+  // READ_BUDGET bytes since the event loop last had a turn. libuv on Windows reads a socket
+  // again for as long as each read fills its buffer, and Node starts the reading again as
+  // soon as the stream is drained: with a peer that sends faster than the frames are
+  // dispatched, that loop would never end, and timers would starve. Leaving the rest in the
+  // stream (whose full buffer stops libuv's reading) until the next turn ends it.
+  budgetSpent() {
+    return !this.parsedAsRead && this.takenSinceYield >= READ_BUDGET;
+  }
+
+  // Calls `dispatch` on the next turn of the event loop, the budget renewed.
+  resumeNextTurn(dispatch) {
+    if (this.resumePending) return;
+    this.resumePending = true;
+    setImmediate(() => {
+      this.resumePending = false;
+      this.takenSinceYield = 0;
+      dispatch();
+    });
   }
 
   // A write to the stream has just failed (the server has gone): Node will close the socket on
@@ -85,9 +109,11 @@ class Incoming {
   // one frame object refilled each time: the connection's dispatch (Connection#acceptLoop)
   // is done with a frame when accept returns (Channel#handOver keeps a message object of its
   // own), so it need not make one per message.
+  // When dispatching, a stream that has given its budget gives nothing more this turn.
   nextFrame(forDispatch = false) {
     while (this.next >= this.tape[TAPE_END]) {
       this.releaseTape();
+      if (forDispatch && this.budgetSpent()) return false;
       const input = this.stream.read() ?? this.takeLeftovers();
       if (input === null) return false;
       this.readSinceLastCheck = true;
@@ -95,6 +121,7 @@ class Incoming {
       if (this.parsedAsRead) {
         this.loadTape(input, this.stream.objects, this.stream.slab);
       } else {
+        this.takenSinceYield += input.length;
         const received = native.receive(this.handle, input, this.spare);
         this.spare = received[0];
         this.loadTape(received[0], received[1], received[2]);

@@ -33,6 +33,7 @@ const PLATFORMS = {
     env: () => ({ QEMU_LD_PREFIX: '/usr/aarch64-linux-gnu' }),
     // binfmt_misc runs the arm64 binary through qemu: it is started as it is.
     command: (node, args) => [node, args],
+    hostPath: (file) => file,
   },
   windows: {
     target: 'x86_64-pc-windows-gnu',
@@ -47,6 +48,8 @@ const PLATFORMS = {
       WINEDLLOVERRIDES: 'bcryptprimitives=n,b;mscoree,mshtml=',
     }),
     command: (node, args) => [wine(), [node, ...args]],
+    // Wine's drive Z: is the root: a path that holds in any current directory, C: too.
+    hostPath: (file) => `Z:${file.replaceAll('/', '\\')}`,
   },
 };
 
@@ -139,7 +142,7 @@ function main() {
   installPackages(platform.apt);
   const addon = buildAddon(dir, platform.target);
   const node = fetchNode(dir, platform.node);
-  const env = { ...platform.env(dir), AMQPLIB_RS_ADDON: addon };
+  const env = { ...platform.env(dir), AMQPLIB_RS_ADDON: platform.hostPath(addon) };
   platform.prepare(dir, env);
 
   const steps = [['JS tests', JS_TESTS], ['compat suite', ['compat/run.js']]];

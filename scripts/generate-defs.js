@@ -254,6 +254,10 @@ const SOCKET_EVENTS = [
   ['close', 6, 'Closed after an end the caller asked for; the last event.'],
 ];
 
+// How many bytes a connection takes in before it lets the event loop have a turn: the native
+// socket's driver (src/driver.rs) and any other stream (lib/incoming.js) keep to the same.
+const READ_BUDGET = [2 * 1024 * 1024, 'Bytes a connection takes in before the event loop gets a turn (timers, other sockets).'];
+
 const upper = (s) => s.toUpperCase();
 // [[constant name, slot, doc]] of every slot position.
 function slotPositions() {
@@ -274,6 +278,7 @@ function rustBoundary() {
   out.push('}', '');
   out.push(`/// Slots every event starts with.`, `pub const EVENT_HEAD_SLOTS: usize = ${EVENT_HEAD.length};`);
   for (const [name, slot, doc] of slotPositions()) out.push(`/// ${doc}`, `pub const ${name}: usize = ${slot};`);
+  out.push(`/// ${READ_BUDGET[1]}`, `pub const READ_BUDGET: usize = ${READ_BUDGET[0]};`);
   out.push('', '/// What the native socket tells JS.', '#[repr(i32)]', '#[derive(Clone, Copy, Debug, PartialEq, Eq)]', 'pub enum SocketEvent {');
   for (const [name, code, doc] of SOCKET_EVENTS) out.push(`    /// ${doc}`, `    ${pascal(name)} = ${code},`);
   out.push('}', '');
@@ -291,6 +296,7 @@ function jsBoundary() {
   define('EVENT_HEAD_SLOTS', EVENT_HEAD.length, 'Slots every event starts with.');
   for (const [name, slot, doc] of slotPositions()) define(name, slot, doc);
   for (const [name, code, doc] of SOCKET_EVENTS) define(`SOCKET_${upper(name)}`, code, doc);
+  define('READ_BUDGET', READ_BUDGET[0], READ_BUDGET[1]);
   out.push('', `module.exports = {\n${names.map((n) => `  ${n},`).join('\n')}\n};`, '');
   return out.join('\n');
 }

@@ -74,6 +74,8 @@ pub const MESSAGE_ARGUMENTS: usize = 9;
 pub const CHANNEL_ERROR_TEXT: usize = 4;
 /// The method blamed (0 for none).
 pub const CHANNEL_ERROR_METHOD: usize = 5;
+/// Bytes a connection takes in before the event loop gets a turn (timers, other sockets).
+pub const READ_BUDGET: usize = 2097152;
 
 /// What the native socket tells JS.
 #[repr(i32)]

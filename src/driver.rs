@@ -4,19 +4,18 @@
 //! borrow of the driver or the core is held between steps, so the JS a step runs may use the
 //! connection freely (send, flush, end or destroy the socket).
 
-use crate::boundary::SocketEvent;
+use crate::boundary::{SocketEvent, READ_BUDGET};
 use crate::connection::Connection;
 use crate::transport::TcpSocket;
 use crate::uv;
 use std::ffi::{c_int, c_void};
 use std::io;
 
-/// The most one wake-up reads before it returns to the event loop (and comes back on the
-/// next turn, the socket being still readable), so a broker that keeps the socket full
-/// cannot starve timers, I/O of other handles, or Node-API finalizers (which run in the
-/// loop's check phase and free the contents JS has dropped). libuv's own stream reads
-/// stop after 32 reads of 64 KB in the same way.
-pub const READ_BUDGET: usize = 2 * 1024 * 1024;
+// One wake-up reads at most READ_BUDGET (src/boundary.rs) before it returns to the event loop
+// (and comes back on the next turn, the socket being still readable), so a broker that keeps
+// the socket full cannot starve timers, I/O of other handles, or Node-API finalizers (which
+// run in the loop's check phase and free the contents JS has dropped). libuv's own stream
+// reads on Unix stop after 32 reads of 64 KB in the same way.
 
 pub struct Driver {
     pub tcp: TcpSocket,
