@@ -18,7 +18,7 @@ const path = require('node:path');
 const KINDS = ['blocks', 'fns', 'impls', 'externs'];
 // The counts as committed: raise one only with a reason in the commit that needs it.
 const CEILING = {
-  core: { blocks: 15, fns: 4, impls: 0, externs: 0 },
+  core: { blocks: 14, fns: 4, impls: 0, externs: 0 },
   bindings: { blocks: 96, fns: 15, impls: 0, externs: 0 },
 };
 const NATIVE_SOCKET = ['transport.rs', 'uv.rs', 'driver.rs'];
