@@ -119,17 +119,48 @@ mod tests {
         }
     }
 
+    /// An integer socket option, as the kernel has it.
+    fn option(socket: &TcpSocket, level: c_int, name: c_int) -> c_int {
+        let mut value: c_int = 0;
+        let mut len = std::mem::size_of::<c_int>() as libc::socklen_t;
+        // SAFETY: `value` and `len` are live locals of the sizes given.
+        let ret = unsafe { libc::getsockopt(socket.fd(), level, name, (&mut value as *mut c_int).cast(), &mut len) };
+        assert_eq!(ret, 0, "getsockopt {level} {name}: {}", io::Error::last_os_error());
+        value
+    }
+
     /// macOS has no MSG_NOSIGNAL: the socket itself must not raise SIGPIPE.
     #[cfg(target_os = "macos")]
     #[test]
     fn sockets_are_made_without_sigpipe() {
         let socket = TcpSocket::connect("127.0.0.1".parse().unwrap(), 1).unwrap();
-        let mut on: c_int = 0;
-        let mut len = std::mem::size_of::<c_int>() as libc::socklen_t;
-        // SAFETY: `on` and `len` are live locals of the sizes given.
-        let ret = unsafe { libc::getsockopt(socket.fd(), libc::SOL_SOCKET, libc::SO_NOSIGPIPE, (&mut on as *mut c_int).cast(), &mut len) };
-        assert_eq!(ret, 0);
-        assert_ne!(on, 0);
+        assert_ne!(option(&socket, libc::SOL_SOCKET, libc::SO_NOSIGPIPE), 0);
+    }
+
+    #[test]
+    fn nodelay_and_keepalive_are_set_as_asked() {
+        #[cfg(target_os = "linux")]
+        const KEEPALIVE_IDLE: c_int = libc::TCP_KEEPIDLE;
+        #[cfg(target_os = "macos")]
+        const KEEPALIVE_IDLE: c_int = libc::TCP_KEEPALIVE;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let socket = TcpSocket::connect("127.0.0.1".parse().unwrap(), listener.local_addr().unwrap().port()).unwrap();
+        let keepalive = |socket: &TcpSocket| (option(socket, libc::SOL_SOCKET, libc::SO_KEEPALIVE) != 0, option(socket, libc::IPPROTO_TCP, KEEPALIVE_IDLE));
+        socket.set_no_delay(true).unwrap();
+        assert_ne!(option(&socket, libc::IPPROTO_TCP, libc::TCP_NODELAY), 0);
+        socket.set_no_delay(false).unwrap();
+        assert_eq!(option(&socket, libc::IPPROTO_TCP, libc::TCP_NODELAY), 0);
+
+        socket.set_keep_alive(true, 42).unwrap();
+        assert_eq!(keepalive(&socket), (true, 42));
+        // No delay, or keepalive off, leaves the idle time as it was.
+        socket.set_keep_alive(true, 0).unwrap();
+        assert_eq!(keepalive(&socket), (true, 42));
+        socket.set_keep_alive(false, 30).unwrap();
+        assert_eq!(keepalive(&socket), (false, 42));
+        // An idle time the kernel refuses (Linux takes 32767 s at most) is its error.
+        #[cfg(target_os = "linux")]
+        assert_eq!(socket.set_keep_alive(true, u32::MAX).unwrap_err().raw_os_error(), Some(libc::EINVAL));
     }
 
     #[test]
