@@ -1,7 +1,6 @@
 #!/usr/bin/env node
 'use strict';
-// `npm test` (the loop to run before each commit, a few minutes): the count of unsafe code
-// against its ceiling (scripts/count-unsafe.js), the Rust tests, our JS tests
+// `npm test` (the loop to run before each commit, a few minutes): the Rust tests, our JS tests
 // on both transports (the generated-file check among them), the type check and amqplib's own
 // suite (compat/run.js).
 // `npm run test:full` (`node scripts/test.js --full`, what CI runs): all of that, then
@@ -21,7 +20,8 @@ const node = process.execPath;
 const full = process.argv.includes('--full');
 
 const quick = [
-  // Prints the unsafe code per file and area; fails if an area's count rose above its ceiling.
+  // First, as it is quick: the unsafe code per file and area, printed; fails if an area's
+  // count rose above its ceiling (scripts/count-unsafe.js).
   ['unsafe code count', node, ['scripts/count-unsafe.js']],
   ['Rust tests', 'cargo', ['test', '--release']],
   ['broker', node, ['scripts/broker.js']],
