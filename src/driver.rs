@@ -92,7 +92,7 @@ impl Driver {
     pub unsafe fn connect(event_loop: *mut c_void, ip: std::net::IpAddr, port: u16, on_poll: uv::PollCallback, data: *mut c_void) -> io::Result<Driver> {
         let uv = uv::uv().map_err(io::Error::other)?;
         let tcp = TcpSocket::connect(ip, port)?;
-        let poll = uv::alloc_poll(uv);
+        let poll = uv::alloc_poll(uv)?;
         // SAFETY: `poll` is zeroed memory of uv_poll_t's size; the fd is a live socket.
         let init = unsafe { (uv.poll_init)(event_loop, poll, tcp.fd()) };
         if init < 0 {

@@ -22,17 +22,16 @@
 //!
 //! # Unsafe code, and the invariant each use relies on
 //!
-//! `codec`, `content`, `event`, `frame`, `serializer`, `strings`, `tape`, `spec` and `boundary` have none. Every block elsewhere carries a
-//! `SAFETY:` comment; by function:
+//! `codec`, `content`, `event`, `frame`, `serializer`, `strings`, `tape`, `spec` and `boundary` have none,
+//! nor has `transport` outside its tests: its system calls are the `socket2` crate's. Every
+//! block elsewhere carries a `SAFETY:` comment; by function:
 //!
 //! | where | what | relies on |
 //! |---|---|---|
 //! | `connection::Connection::{receive_with, receive_direct}` | `set_len` after a read into spare capacity (of the read buffer, or of a body's assembly) | the reader initialised exactly the bytes it reports (asserted not to exceed what it was given) |
-//! | `transport::sockaddr` | writing a `sockaddr_in`/`in6` into `sockaddr_storage` | the storage is large and aligned enough for any socket address |
-//! | `transport::{stream_socket, stream_socket_by_fcntl, set_option}`, `TcpSocket::{connect, read, write, take_error}` | system calls | the descriptor is ours (an `OwnedFd` made from `socket()` once, owned before any later call can fail), buffers are valid for the lengths passed, a closed peer is an error not SIGPIPE (`MSG_NOSIGNAL` on Linux, `SO_NOSIGPIPE` on macOS) |
 //! | `uv::uv` | `dlsym` and `transmute` to function pointers | each name is libuv's own function with the signature in uv.h, exported by the node binary that loaded us |
 //! | `driver::Driver::{connect, poll_for, close}` | libuv poll init, start, stop and close | the loop is Node's, on this thread; the handle is live from init until `close`, which hands it to libuv to free in its close callback; `data` stays valid until then (the caller's promise) |
-//! | `uv::{alloc_poll, free_poll}` | allocating and freeing a `uv_poll_t` | the size comes from `uv_handle_size`; memory is freed only in libuv's close callback |
+//! | `uv::{alloc_poll, free_poll}` | allocating and freeing a `uv_poll_t` | the size comes from `uv_handle_size` and is checked to be non-zero; a failed allocation (null) is an error; memory is freed only in libuv's close callback, with the same layout |
 //! | `uv::{data, set_data}` | `handle->data` | `uv_handle_t` starts with `void* data` |
 //! | `bindings::marshal::JsVal` | Node-API reads of JS values | env and value belong to the call the `JsVal` borrows (`'call`), and are used before it returns |
 //! | `bindings::handover` | creating JS values and Buffers; copying a read's small bodies into its slab | env of the current call; a content `Vec` leaked into an external Buffer is reclaimed exactly once, by its finalizer (or at once if Node refuses external memory); the slab's ranges lie in the read buffer and add up to exactly its size; a spare tape is written only when it is a Float64Array long enough that JS has released, through a slice that lives for the write alone, with no JS running |

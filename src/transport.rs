@@ -1,16 +1,18 @@
 //! The TCP socket owned by the native side: a non-blocking socket whose readiness comes from a
 //! libuv poll handle on Node's own event loop, so reads and writes happen on the JS thread
-//! with no thread hop. This module does the system calls; `bindings` drives it from the poll
-//! callback and hands what was read to the connection core.
+//! with no thread hop. This module makes the system calls (through `socket2`); `bindings`
+//! drives it from the poll callback and hands what was read to the connection core.
 
+use socket2::{Domain, SockAddr, Socket, TcpKeepalive, Type};
 use std::ffi::c_int;
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
 
 pub struct TcpSocket {
-    fd: OwnedFd,
+    socket: Socket,
     /// Writes made and bytes written, for the benchmarks.
     pub writes: u64,
     pub bytes_written: u64,
@@ -21,200 +23,191 @@ pub struct TcpSocket {
     pub reads: u64,
 }
 
-fn check(ret: c_int) -> io::Result<c_int> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
-}
-
-fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: sockaddr_storage is plain data for which all-zero is valid.
-    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let len = match addr {
-        SocketAddr::V4(v4) => {
-            // SAFETY: plain data; all-zero is valid (and leaves sin_zero, and macOS's sin_len, 0).
-            let mut sin: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-            sin.sin_family = libc::AF_INET as libc::sa_family_t;
-            sin.sin_port = v4.port().to_be();
-            sin.sin_addr = libc::in_addr { s_addr: u32::from_ne_bytes(v4.ip().octets()) };
-            #[cfg(target_os = "macos")]
-            {
-                sin.sin_len = std::mem::size_of::<libc::sockaddr_in>() as u8;
-            }
-            // SAFETY: sockaddr_storage is large and aligned enough for any sockaddr.
-            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin) };
-            std::mem::size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(v6) => {
-            // SAFETY: as above.
-            let mut sin6: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
-            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-            sin6.sin6_port = v6.port().to_be();
-            sin6.sin6_flowinfo = v6.flowinfo();
-            sin6.sin6_addr = libc::in6_addr { s6_addr: v6.ip().octets() };
-            sin6.sin6_scope_id = v6.scope_id();
-            #[cfg(target_os = "macos")]
-            {
-                sin6.sin6_len = std::mem::size_of::<libc::sockaddr_in6>() as u8;
-            }
-            // SAFETY: as above.
-            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6) };
-            std::mem::size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (storage, len as libc::socklen_t)
-}
-
-fn set_option(fd: RawFd, level: c_int, name: c_int, value: c_int) -> io::Result<()> {
-    // SAFETY: `value` is a live c_int of the size passed.
-    check(unsafe { libc::setsockopt(fd, level, name, (&value as *const c_int).cast(), std::mem::size_of::<c_int>() as libc::socklen_t) })?;
-    Ok(())
-}
-
-// ---------------------------------------------------------------- what differs by platform
-
 /// Flags for `send`: on Linux a write to a closed peer must be an error, not SIGPIPE.
 #[cfg(target_os = "linux")]
 const SEND_FLAGS: c_int = libc::MSG_NOSIGNAL;
-/// macOS has no MSG_NOSIGNAL: the socket is made with SO_NOSIGPIPE instead.
+/// macOS has no MSG_NOSIGNAL: `Socket::new` sets SO_NOSIGPIPE on the socket there instead.
 #[cfg(not(target_os = "linux"))]
 const SEND_FLAGS: c_int = 0;
-
-/// The idle time before the first keepalive probe (Node's setKeepAlive delay).
-#[cfg(target_os = "linux")]
-const KEEPALIVE_IDLE: c_int = libc::TCP_KEEPIDLE;
-#[cfg(not(target_os = "linux"))]
-const KEEPALIVE_IDLE: c_int = libc::TCP_KEEPALIVE;
-
-/// A non-blocking, close-on-exec TCP socket, in one call where Linux allows it.
-#[cfg(target_os = "linux")]
-fn stream_socket(domain: c_int) -> io::Result<OwnedFd> {
-    // SAFETY: a plain system call; the descriptor is owned from here on.
-    let fd = check(unsafe { libc::socket(domain, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) })?;
-    // SAFETY: `fd` was just returned by socket() and is owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-#[cfg(not(target_os = "linux"))]
-fn stream_socket(domain: c_int) -> io::Result<OwnedFd> {
-    stream_socket_by_fcntl(domain)
-}
-
-/// The same socket made step by step, as macOS needs (no SOCK_NONBLOCK or SOCK_CLOEXEC);
-/// compiled on Linux for its test, so that the path macOS takes is run here too.
-#[cfg(any(not(target_os = "linux"), test))]
-fn stream_socket_by_fcntl(domain: c_int) -> io::Result<OwnedFd> {
-    // SAFETY: plain system calls on a descriptor owned (and so closed on error) from the start.
-    unsafe {
-        let fd = OwnedFd::from_raw_fd(check(libc::socket(domain, libc::SOCK_STREAM, 0))?);
-        let raw = fd.as_raw_fd();
-        check(libc::fcntl(raw, libc::F_SETFD, libc::FD_CLOEXEC))?;
-        let flags = check(libc::fcntl(raw, libc::F_GETFL))?;
-        check(libc::fcntl(raw, libc::F_SETFL, flags | libc::O_NONBLOCK))?;
-        #[cfg(target_os = "macos")]
-        set_option(raw, libc::SOL_SOCKET, libc::SO_NOSIGPIPE, 1)?;
-        Ok(fd)
-    }
-}
 
 impl TcpSocket {
     /// Starts a non-blocking connect; completion is signalled by writability, then
     /// [`TcpSocket::take_error`] tells whether it worked.
     pub fn connect(ip: IpAddr, port: u16) -> io::Result<TcpSocket> {
         let addr = SocketAddr::new(ip, port);
-        let domain = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
-        let socket = TcpSocket { fd: stream_socket(domain)?, writes: 0, bytes_written: 0, bytes_read: 0, reads: 0 };
-        let (storage, len) = sockaddr(&addr);
-        // SAFETY: storage holds a valid sockaddr of length `len`.
-        let ret = unsafe { libc::connect(socket.fd(), (&storage as *const libc::sockaddr_storage).cast(), len) };
-        if ret < 0 {
-            let err = io::Error::last_os_error();
+        // Close-on-exec (and on macOS, SO_NOSIGPIPE) come with the socket.
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+        socket.set_nonblocking(true)?;
+        if let Err(err) = socket.connect(&SockAddr::from(addr)) {
             if err.raw_os_error() != Some(libc::EINPROGRESS) {
                 return Err(err);
             }
         }
-        Ok(socket)
+        Ok(TcpSocket { socket, writes: 0, bytes_written: 0, bytes_read: 0, reads: 0 })
     }
 
     pub fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.socket.as_raw_fd()
     }
 
     pub fn set_no_delay(&self, on: bool) -> io::Result<()> {
-        set_option(self.fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, on as c_int)
+        self.socket.set_tcp_nodelay(on)
     }
 
     /// TCP keepalive, with the idle time before the first probe (as Node's setKeepAlive).
     pub fn set_keep_alive(&self, on: bool, idle_secs: u32) -> io::Result<()> {
-        set_option(self.fd(), libc::SOL_SOCKET, libc::SO_KEEPALIVE, on as c_int)?;
         if on && idle_secs > 0 {
-            set_option(self.fd(), libc::IPPROTO_TCP, KEEPALIVE_IDLE, idle_secs as c_int)?;
+            self.socket.set_tcp_keepalive(&TcpKeepalive::new().with_time(Duration::from_secs(idle_secs.into())))
+        } else {
+            self.socket.set_keepalive(on)
         }
-        Ok(())
     }
 
     /// The socket's pending error (how a non-blocking connect reports failure), if any.
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        let mut err: c_int = 0;
-        let mut len = std::mem::size_of::<c_int>() as libc::socklen_t;
-        // SAFETY: err and len are live locals of the sizes given.
-        check(unsafe { libc::getsockopt(self.fd(), libc::SOL_SOCKET, libc::SO_ERROR, (&mut err as *mut c_int).cast(), &mut len) })?;
-        Ok((err != 0).then(|| io::Error::from_raw_os_error(err)))
+        self.socket.take_error()
     }
 
+    /// Reads into memory that need not be initialised (a buffer's spare capacity).
     pub fn read(&mut self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
-        // SAFETY: reads at most buf.len() bytes into memory we may write.
-        let n = unsafe { libc::read(self.fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let n = self.socket.recv(buf)?;
         self.bytes_read += n as u64;
         self.reads += 1;
-        Ok(n as usize)
+        Ok(n)
     }
 
     pub fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        // SAFETY: writes from a valid slice; a closed peer is an error, not SIGPIPE (SEND_FLAGS).
-        let n = unsafe { libc::send(self.fd(), buf.as_ptr().cast(), buf.len(), SEND_FLAGS) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let n = self.socket.send_with_flags(buf, SEND_FLAGS)?;
         self.writes += 1;
         self.bytes_written += n as u64;
-        Ok(n as usize)
+        Ok(n)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::TcpListener;
 
-    fn flags(fd: &OwnedFd) -> (c_int, c_int) {
-        // SAFETY: queries on a live descriptor.
-        unsafe { (libc::fcntl(fd.as_raw_fd(), libc::F_GETFL), libc::fcntl(fd.as_raw_fd(), libc::F_GETFD)) }
+    /// Waits (2 s at most) for the socket to be writable or failed, as a connect completes.
+    fn wait_writable(socket: &TcpSocket) {
+        let mut pfd = libc::pollfd { fd: socket.fd(), events: libc::POLLOUT, revents: 0 };
+        // SAFETY: one live pollfd.
+        unsafe { libc::poll(&mut pfd, 1, 2000) };
     }
 
     #[test]
-    fn sockets_are_non_blocking_and_close_on_exec_on_either_path() {
-        for domain in [libc::AF_INET, libc::AF_INET6] {
-            for fd in [stream_socket(domain).unwrap(), stream_socket_by_fcntl(domain).unwrap()] {
-                let (status, descriptor) = flags(&fd);
-                assert_ne!(status & libc::O_NONBLOCK, 0);
-                assert_ne!(descriptor & libc::FD_CLOEXEC, 0);
-            }
+    fn sockets_are_non_blocking_and_close_on_exec() {
+        for ip in ["127.0.0.1", "::1"] {
+            let socket = TcpSocket::connect(ip.parse().unwrap(), 1).unwrap();
+            // SAFETY: queries on a live descriptor.
+            let (status, descriptor) = unsafe { (libc::fcntl(socket.fd(), libc::F_GETFL), libc::fcntl(socket.fd(), libc::F_GETFD)) };
+            assert_ne!(status & libc::O_NONBLOCK, 0, "{ip}");
+            assert_ne!(descriptor & libc::FD_CLOEXEC, 0, "{ip}");
         }
     }
 
     #[test]
     fn a_refused_connect_is_reported_by_the_socket() {
         // Port 1 on loopback: nothing listens there.
+        for ip in ["127.0.0.1", "::1"] {
+            let socket = TcpSocket::connect(ip.parse().unwrap(), 1).unwrap();
+            wait_writable(&socket);
+            let error = socket.take_error().unwrap().expect("a pending error");
+            assert_eq!(error.raw_os_error(), Some(libc::ECONNREFUSED), "{ip}");
+            assert!(socket.take_error().unwrap().is_none(), "taking the error clears it");
+        }
+    }
+
+    /// An integer socket option, as the kernel has it.
+    fn option(socket: &TcpSocket, level: c_int, name: c_int) -> c_int {
+        let mut value: c_int = 0;
+        let mut len = std::mem::size_of::<c_int>() as libc::socklen_t;
+        // SAFETY: `value` and `len` are live locals of the sizes given.
+        let ret = unsafe { libc::getsockopt(socket.fd(), level, name, (&mut value as *mut c_int).cast(), &mut len) };
+        assert_eq!(ret, 0, "getsockopt {level} {name}: {}", io::Error::last_os_error());
+        value
+    }
+
+    /// macOS has no MSG_NOSIGNAL: the socket itself must not raise SIGPIPE.
+    #[cfg(target_os = "macos")]
+    #[test]
+    fn sockets_are_made_without_sigpipe() {
         let socket = TcpSocket::connect("127.0.0.1".parse().unwrap(), 1).unwrap();
-        let mut pfd = libc::pollfd { fd: socket.fd(), events: libc::POLLOUT, revents: 0 };
-        // SAFETY: one live pollfd.
-        unsafe { libc::poll(&mut pfd, 1, 2000) };
-        let error = socket.take_error().unwrap().expect("a pending error");
-        assert_eq!(error.raw_os_error(), Some(libc::ECONNREFUSED));
+        assert_ne!(option(&socket, libc::SOL_SOCKET, libc::SO_NOSIGPIPE), 0);
+    }
+
+    #[test]
+    fn nodelay_and_keepalive_are_set_as_asked() {
+        #[cfg(target_os = "linux")]
+        const KEEPALIVE_IDLE: c_int = libc::TCP_KEEPIDLE;
+        #[cfg(target_os = "macos")]
+        const KEEPALIVE_IDLE: c_int = libc::TCP_KEEPALIVE;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let socket = TcpSocket::connect("127.0.0.1".parse().unwrap(), listener.local_addr().unwrap().port()).unwrap();
+        let keepalive = |socket: &TcpSocket| (option(socket, libc::SOL_SOCKET, libc::SO_KEEPALIVE) != 0, option(socket, libc::IPPROTO_TCP, KEEPALIVE_IDLE));
+        socket.set_no_delay(true).unwrap();
+        assert_ne!(option(&socket, libc::IPPROTO_TCP, libc::TCP_NODELAY), 0);
+        socket.set_no_delay(false).unwrap();
+        assert_eq!(option(&socket, libc::IPPROTO_TCP, libc::TCP_NODELAY), 0);
+
+        socket.set_keep_alive(true, 42).unwrap();
+        assert_eq!(keepalive(&socket), (true, 42));
+        // No delay, or keepalive off, leaves the idle time as it was.
+        socket.set_keep_alive(true, 0).unwrap();
+        assert_eq!(keepalive(&socket), (true, 42));
+        socket.set_keep_alive(false, 30).unwrap();
+        assert_eq!(keepalive(&socket), (false, 42));
+        // An idle time the kernel refuses (Linux takes 32767 s at most) is its error.
+        #[cfg(target_os = "linux")]
+        assert_eq!(socket.set_keep_alive(true, u32::MAX).unwrap_err().raw_os_error(), Some(libc::EINVAL));
+    }
+
+    #[test]
+    fn a_write_to_a_closed_peer_fails_with_epipe() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mut socket = TcpSocket::connect("127.0.0.1".parse().unwrap(), port).unwrap();
+        drop(listener.accept().unwrap());
+        wait_writable(&socket);
+        // The first write after the peer closed is answered by a reset, reported by a later
+        // write as ECONNRESET; after that the socket says EPIPE, which on Linux would raise
+        // SIGPIPE without MSG_NOSIGNAL. Rust ignores SIGPIPE in this process, so it is blocked
+        // on this thread instead: one raised stays pending, where sigpending sees it.
+        #[cfg(target_os = "linux")]
+        // SAFETY: plain signal-mask calls on live sigset_t locals, for this thread only.
+        let old_mask = unsafe {
+            let mut block = std::mem::zeroed::<libc::sigset_t>();
+            let mut old = std::mem::zeroed::<libc::sigset_t>();
+            libc::sigemptyset(&mut block);
+            libc::sigaddset(&mut block, libc::SIGPIPE);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old);
+            old
+        };
+        let mut errors = Vec::new();
+        for _ in 0..200 {
+            match socket.write(b"x") {
+                Err(e) if e.kind() != io::ErrorKind::WouldBlock => {
+                    errors.push(e.raw_os_error());
+                    if e.raw_os_error() == Some(libc::EPIPE) {
+                        break;
+                    }
+                }
+                _ => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+        #[cfg(target_os = "linux")]
+        // SAFETY: as above; the old mask is put back whatever happened.
+        let sigpipe_raised = unsafe {
+            let mut pending = std::mem::zeroed::<libc::sigset_t>();
+            libc::sigpending(&mut pending);
+            let raised = libc::sigismember(&pending, libc::SIGPIPE) == 1;
+            libc::pthread_sigmask(libc::SIG_SETMASK, &old_mask, std::ptr::null_mut());
+            raised
+        };
+        assert_eq!(errors.last(), Some(&Some(libc::EPIPE)), "errors: {errors:?}");
+        assert!(errors.iter().all(|e| matches!(*e, Some(libc::EPIPE | libc::ECONNRESET))), "errors: {errors:?}");
+        #[cfg(target_os = "linux")]
+        assert!(!sigpipe_raised, "a write raised SIGPIPE");
     }
 }

@@ -2,7 +2,9 @@
 //! that loaded us (it exports libuv). Resolving them with `dlsym` rather than linking keeps
 //! `cargo test` binaries free of undefined symbols.
 
+use std::alloc::Layout;
 use std::ffi::{c_int, c_void, CStr};
+use std::io;
 use std::sync::OnceLock;
 
 pub const READABLE: c_int = 1;
@@ -56,21 +58,37 @@ pub fn uv() -> Result<&'static Uv, String> {
     .map_err(Clone::clone)
 }
 
-/// Memory for one `uv_poll_t`, of the size libuv reports, zeroed; freed by [`free_poll`].
-pub fn alloc_poll(uv: &Uv) -> *mut c_void {
+/// The layout of a `uv_poll_t`, of the size libuv reports; None for a size no allocation can
+/// have (zero, for which `alloc_zeroed` is undefined, or one too large for a `Layout`).
+fn poll_layout(uv: &Uv) -> Option<Layout> {
     // SAFETY: uv_handle_size is a pure query.
-    let size = unsafe { (uv.handle_size)(UV_POLL) };
-    let layout = std::alloc::Layout::from_size_align(size, 16).expect("uv_poll_t layout");
-    // SAFETY: size is non-zero (libuv handles are dozens of bytes).
-    unsafe { std::alloc::alloc_zeroed(layout).cast() }
+    handle_layout(unsafe { (uv.handle_size)(UV_POLL) })
+}
+
+fn handle_layout(size: usize) -> Option<Layout> {
+    if size == 0 {
+        return None;
+    }
+    Layout::from_size_align(size, 16).ok()
+}
+
+/// Memory for one `uv_poll_t`, zeroed; freed by [`free_poll`]. Out of memory is an error
+/// (ENOMEM, which the connect reports to JS) rather than an abort.
+pub fn alloc_poll(uv: &Uv) -> io::Result<*mut c_void> {
+    let layout = poll_layout(uv).ok_or_else(|| io::Error::other("libuv reports no usable size for uv_poll_t"))?;
+    // SAFETY: the layout's size is non-zero.
+    let poll = unsafe { std::alloc::alloc_zeroed(layout) };
+    if poll.is_null() {
+        return Err(io::Error::from_raw_os_error(libc::ENOMEM));
+    }
+    Ok(poll.cast())
 }
 
 /// The close callback that frees a handle from [`alloc_poll`].
 pub unsafe extern "C" fn free_poll(handle: *mut c_void) {
-    let uv = uv().expect("libuv was resolved when the handle was made");
-    // SAFETY: uv_handle_size is a pure query; the layout is the one alloc_poll used.
-    let size = unsafe { (uv.handle_size)(UV_POLL) };
-    let layout = std::alloc::Layout::from_size_align(size, 16).expect("uv_poll_t layout");
+    // alloc_poll made the handle with this layout, so it is there; were it not, leaking the
+    // handle beats a panic, which cannot unwind into libuv.
+    let Some(layout) = uv().ok().and_then(poll_layout) else { return };
     // SAFETY: `handle` came from alloc_poll and libuv is done with it (this is its close callback).
     unsafe { std::alloc::dealloc(handle.cast(), layout) };
 }
@@ -89,4 +107,17 @@ pub unsafe fn set_data(handle: *mut c_void, data: *mut c_void) {
 pub unsafe fn data(handle: *mut c_void) -> *mut c_void {
     // SAFETY: as in set_data.
     unsafe { *handle.cast::<*mut c_void>() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handle_size_no_allocation_can_have_is_refused() {
+        assert_eq!(handle_layout(0), None);
+        assert_eq!(handle_layout(usize::MAX), None);
+        let layout = handle_layout(136).unwrap();
+        assert_eq!((layout.size(), layout.align()), (136, 16));
+    }
 }
