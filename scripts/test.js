@@ -6,8 +6,9 @@
 // `npm run test:full` (`node scripts/test.js --full`, what CI runs): all of that, then
 // amqplib's suite again on the stream path, the cluster scenarios against a three-node cluster
 // of its own (npm run test:cluster), clippy with and without the native socket and for every
-// target (scripts/check-targets.js), the other targets linked and checked (scripts/build-cross.js), the product
-// build, Miri over the core's direct reads (where a nightly toolchain has it), a quick API fuzz
+// target (scripts/check-targets.js), the other targets linked and checked (scripts/build-cross.js),
+// our tests and amqplib's suite on Linux arm64 under qemu and on Windows under Wine
+// (scripts/emulated.js), the product build, Miri over the core's direct reads (where a nightly toolchain has it), a quick API fuzz
 // against amqplib, a short integrity soak, and the Rust tests, the JS tests and the compat
 // suite again with the addon built with AddressSanitizer (scripts/sanitize.js).
 // Stops at the first step that fails, with its exit code.
@@ -43,6 +44,10 @@ const more = [
   ['clippy', 'cargo', ['clippy', '--release', '--all-targets', '--features', 'codec-exports', '--', '-D', 'warnings']],
   ['clippy for every target', node, ['scripts/check-targets.js']],
   ['cross links, checked', node, ['scripts/build-cross.js']],
+  // Our JS tests and amqplib's suite on Linux arm64 (qemu-user) and Windows x64 (Wine, the
+  // stream path), against the local broker (scripts/emulated.js).
+  ['Linux arm64 under qemu', node, ['scripts/emulated.js', 'arm64']],
+  ['Windows x64 under Wine', node, ['scripts/emulated.js', 'windows']],
   ['product build, without the codec exports', node, ['scripts/check-product.js']],
   ['Miri, the direct reads', node, ['scripts/miri.js', '--direct-reads']],
   ['API fuzz, quick', node, ['benchmarks/api_fuzz.js', '--quick']],
