@@ -1,6 +1,6 @@
 'use strict';
 // Consecutive acks leave as one `multiple` ack when together they settle exactly what it does
-// (lib/unsettled.js, Connection::send_acknowledgement in src/connection.rs): what the server
+// (lib/unsettled.js, Connection::send_acknowledgement in core/src/connection.rs): what the server
 // receives, and that no delivery the application has not settled is ever taken with them.
 
 const { describe, it } = require('node:test');

@@ -158,7 +158,7 @@ describe('hostile servers', () => {
     assert.deepStrictEqual(seen.ours, seen.amqplib);
   });
 
-  // The core owns these rules (src/content.rs); each error must read as amqplib's does.
+  // The core owns these rules (core/src/content.rs); each error must read as amqplib's does.
   for (const [name, frames] of [
     ['a header with no delivery before it', ({ header, body }) => [header(3), body('abc')]],
     ['a body with no delivery before it', ({ body }) => [body('abc')]],

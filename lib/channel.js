@@ -1,7 +1,7 @@
 'use strict';
 // The channel core under both API models: one RPC at a time with replies matched to their
 // requests, the closing handshake, publisher confirms, and handing messages on. A message
-// comes whole: the native core owns the content rules (src/content.rs), and reports frames
+// comes whole: the native core owns the content rules (core/src/content.rs), and reports frames
 // out of turn as a frame of id 0 carrying the channel error. Its internal interface is that
 // of amqplib's lib/channel.js.
 
@@ -351,7 +351,7 @@ class Channel extends EventEmitter {
         return this.handOver(f, emitDelivery);
       case defs.BasicReturn:
         return this.handOver(f, emitReturn);
-      case 0: // content frames out of turn (see src/content.rs)
+      case 0: // content frames out of turn (see core/src/content.rs)
         return this.closeWithError(f.blamed, f.text, f.code, new Error(f.text));
       case defs.BasicAck:
         return safeEmit(this, 'ack', f.fields);

@@ -3,7 +3,7 @@
 // bookkeeping, the closing handshake and error handling, and the methods of channel 0, with
 // the internal interface of amqplib's lib/connection.js (the compat suite drives it directly).
 //
-// Frames are parsed and encoded by the native session (src/connection.rs); two layers beneath
+// Frames are parsed and encoded by the native session (core/src/connection.rs); two layers beneath
 // this one carry them: lib/incoming.js turns each read into frames, lib/outgoing.js writes
 // what is sent and reports backpressure.
 

@@ -1,6 +1,6 @@
 'use strict';
 // Frame-level constants as amqplib's lib/frame.js exports them. Frames themselves are
-// parsed and written by the native core (src/frame.rs).
+// parsed and written by the native core (core/src/frame.rs).
 
 const { constants } = require('./spec');
 

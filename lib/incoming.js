@@ -1,7 +1,7 @@
 // @ts-check: its call of the native entry point is checked against lib/native.d.ts (see
 // tsconfig.lib.json).
 'use strict';
-// Frames in: what the native side hands over for one read, the event tape of src/tape.rs,
+// Frames in: what the native side hands over for one read, the event tape of core/src/tape.rs,
 // becomes frames in amqplib's shapes, each decoded when the connection takes it (so a frame
 // is garbage as soon as it has been dispatched, not kept alive with the rest of its read).
 //

@@ -1,5 +1,5 @@
 'use strict';
-// Reads the event tape the native core hands over for each read (see src/tape.rs): a
+// Reads the event tape the native core hands over for each read (see core/src/tape.rs): a
 // Float64Array of slots and an array of objects (none: undefined), turned into frames by the generated
 // readers of lib/spec.js. Interned strings arrive once and are kept here by id.
 
@@ -21,7 +21,7 @@ class TapeReader {
   constructor() {
     this.strings = [];
     this.objects = null;
-    // The read's content slab (see src/tape.rs): small bodies back to back, in an ArrayBuffer.
+    // The read's content slab (see core/src/tape.rs): small bodies back to back, in an ArrayBuffer.
     this.slab = undefined;
     this.pos = 0;
     // Slots of the string-table header before the events: table positions count from here.

@@ -4,7 +4,7 @@
 // an ack leaves nothing of the channel unsettled up to its tag: the output buffer then widens
 // such an ack just before it on the channel, nothing between, into one `multiple` ack of the
 // later tag, so that the acks of a read's deliveries, taken in order, leave as one
-// (Connection::send_acknowledgement in src/connection.rs).
+// (Connection::send_acknowledgement in core/src/connection.rs).
 //
 // That is exact only while the record holds what the server holds unacked. It stops keeping
 // tags (and its acks leave as they are sent) once it cannot tell: after ackAll, nackAll or

@@ -1,8 +1,7 @@
 #!/usr/bin/env node
 'use strict';
-// Counts the unsafe code in src/, per file and per area: the core (src/*.rs,
-// with the native socket's transport.rs, uv.rs and driver.rs also shown on their own) and the
-// Node-API bindings (src/bindings/). Counted apart: `unsafe { }` blocks, `unsafe fn` items
+// Counts the unsafe code per file and per area: the sans-IO core (core/src/), the native
+// socket (src/transport.rs, uv.rs and driver.rs) and the Node-API bindings (the rest of src/). Counted apart: `unsafe { }` blocks, `unsafe fn` items
 // (with or without an ABI), `unsafe impl` / `unsafe trait`, and `unsafe extern` blocks.
 // Function pointer types (`unsafe extern "C" fn(...)`) and `#[unsafe(...)]` attributes declare
 // no unsafe code and are not counted. What lies under `#[cfg(test)]` (the tests modules) is
@@ -18,10 +17,11 @@ const path = require('node:path');
 const KINDS = ['blocks', 'fns', 'impls', 'externs'];
 // The counts as committed: raise one only with a reason in the commit that needs it.
 const CEILING = {
-  core: { blocks: 14, fns: 4, impls: 0, externs: 0 },
+  core: { blocks: 2, fns: 0, impls: 0, externs: 0 },
+  'native socket': { blocks: 12, fns: 4, impls: 0, externs: 0 },
   bindings: { blocks: 96, fns: 15, impls: 0, externs: 0 },
 };
-const NATIVE_SOCKET = ['transport.rs', 'uv.rs', 'driver.rs'];
+const NATIVE_SOCKET = ['src/transport.rs', 'src/uv.rs', 'src/driver.rs'];
 
 /** Rust's tokens, reduced to what the count needs: identifiers, literals, punctuation. */
 function tokens(src) {
@@ -155,29 +155,32 @@ function rustFiles(dir) {
   }).sort();
 }
 
+// Which area a file (relative to the repository, with /) is in.
+function areaOf(rel) {
+  if (rel.startsWith('core/')) return 'core';
+  if (NATIVE_SOCKET.includes(rel)) return 'native socket';
+  return 'bindings';
+}
+
 function main() {
   const root = path.join(__dirname, '..');
-  const src = path.join(root, 'src');
   const COLUMNS = [...KINDS, 'tests'];
   const zero = () => Object.fromEntries(COLUMNS.map((k) => [k, 0]));
   const areas = { core: zero(), 'native socket': zero(), bindings: zero(), total: zero() };
   const rows = [];
-  for (const file of rustFiles(src)) {
-    const rel = path.relative(src, file).split(path.sep).join('/');
+  for (const file of [...rustFiles(path.join(root, 'core', 'src')), ...rustFiles(path.join(root, 'src'))]) {
+    const rel = path.relative(root, file).split(path.sep).join('/');
     const found = count(fs.readFileSync(file, 'utf8'));
-    const area = rel.startsWith('bindings/') ? 'bindings' : 'core';
-    const into = [areas[area], areas.total];
-    if (NATIVE_SOCKET.includes(rel)) into.push(areas['native socket']);
-    for (const sum of into) for (const k of COLUMNS) sum[k] += found[k];
-    if (COLUMNS.some((k) => found[k] > 0)) rows.push([`src/${rel}`, found]);
+    for (const sum of [areas[areaOf(rel)], areas.total]) for (const k of COLUMNS) sum[k] += found[k];
+    if (COLUMNS.some((k) => found[k] > 0)) rows.push([rel, found]);
   }
-  const line = (name, c) => `${name.padEnd(34)}${COLUMNS.map((k) => String(c[k]).padStart(8)).join('')}`;
+  const line = (name, c) => `${name.padEnd(40)}${COLUMNS.map((k) => String(c[k]).padStart(8)).join('')}`;
   console.log(line('unsafe code', Object.fromEntries(COLUMNS.map((k) => [k, k]))));
   for (const [name, c] of rows) console.log(line(name, c));
   console.log('');
-  console.log(line('core (src/*.rs)', areas.core));
-  console.log(line('  of which transport, uv, driver', areas['native socket']));
-  console.log(line('bindings (src/bindings/)', areas.bindings));
+  console.log(line('core (core/src/)', areas.core));
+  console.log(line('native socket (transport, uv, driver)', areas['native socket']));
+  console.log(line('bindings (the rest of src/)', areas.bindings));
   console.log(line('total', areas.total));
 
   let failed = false;

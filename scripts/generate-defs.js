@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// Generates the AMQP 0-9-1 protocol tables, for Rust (src/spec.rs) and for JS (lib/spec.js),
+// Generates the AMQP 0-9-1 protocol tables, for Rust (core/src/spec.rs) and for JS (lib/spec.js),
 // from RabbitMQ's spec JSON (vendored in spec/, see spec/README.md); the layout of what the
-// native core hands JS (src/boundary.rs, lib/boundary.js); and the hot entry points'
+// native core hands JS (core/src/boundary.rs, lib/boundary.js); and the hot entry points'
 // registration, argument decoding and TypeScript signatures (src/bindings/hot_generated.rs,
 // lib/native.d.ts) from scripts/hot-entry-points.js. Run with `npm run generate`;
 // the outputs are committed, so a build never needs this script.
@@ -197,8 +197,8 @@ function js() {
 }
 
 
-// ---------- the boundary between the core and JS (src/boundary.rs, lib/boundary.js) ----------
-// What the bindings hand over per read is a tape of numbers (see src/tape.rs); both sides
+// ---------- the boundary between the core and JS (core/src/boundary.rs, lib/boundary.js) ----------
+// What the bindings hand over per read is a tape of numbers (see core/src/tape.rs); both sides
 // take its event kinds and slot positions from here, as they do the readers of each method.
 
 // Slots at the start of the tape, before its events: whether JS still reads it, where it
@@ -286,7 +286,7 @@ function rustBoundary() {
 }
 
 function jsBoundary() {
-  const out = [`// ${BOUNDARY_HEADER}`, "// The boundary between the native core and JS: the event kinds and slot positions of the", "// tape (see src/tape.rs), and the native socket's events. src/boundary.rs has the same.", "'use strict';", ''];
+  const out = [`// ${BOUNDARY_HEADER}`, "// The boundary between the native core and JS: the event kinds and slot positions of the", "// tape (see core/src/tape.rs), and the native socket's events. core/src/boundary.rs has the same.", "'use strict';", ''];
   const names = [];
   const define = (name, value, doc) => {
     out.push(`// ${doc}`, `const ${name} = ${value};`);
@@ -458,7 +458,7 @@ function tsHot() {
 }
 
 const OUTPUTS = {
-  'src/spec.rs': rust, 'lib/spec.js': js, 'src/boundary.rs': rustBoundary, 'lib/boundary.js': jsBoundary,
+  'core/src/spec.rs': rust, 'lib/spec.js': js, 'core/src/boundary.rs': rustBoundary, 'lib/boundary.js': jsBoundary,
   'src/bindings/hot_generated.rs': rustHot, 'lib/native.d.ts': tsHot,
 };
 

@@ -8,7 +8,7 @@
 // of its own (npm run test:cluster), clippy with and without the native socket and for every
 // target (scripts/check-targets.js), the other targets linked and checked (scripts/build-cross.js),
 // our tests and amqplib's suite on Linux arm64 under qemu and on Windows under Wine
-// (scripts/emulated.js), the product build, Miri over the core's direct reads (where a nightly toolchain has it), a quick API fuzz
+// (scripts/emulated.js), the product build, Miri over every test of the core crate, a quick API fuzz
 // against amqplib, a short integrity soak, and the Rust tests, the JS tests and the compat
 // suite again with the addon built with AddressSanitizer (scripts/sanitize.js).
 // Stops at the first step that fails, with its exit code.
@@ -49,7 +49,7 @@ const more = [
   ['Linux arm64 under qemu', node, ['scripts/emulated.js', 'arm64']],
   ['Windows x64 under Wine', node, ['scripts/emulated.js', 'windows']],
   ['product build, without the codec exports', node, ['scripts/check-product.js']],
-  ['Miri, the direct reads', node, ['scripts/miri.js', '--direct-reads']],
+  ['Miri, the whole core crate', node, ['scripts/miri.js']],
   ['API fuzz, quick', node, ['benchmarks/api_fuzz.js', '--quick']],
   ['integrity soak, short', node, ['benchmarks/integrity_soak.js', '--seconds=10']],
   ['sanitizer', node, ['scripts/sanitize.js']],

@@ -11,7 +11,7 @@ use crate::uv;
 use std::ffi::{c_int, c_void};
 use std::io;
 
-// One wake-up reads at most READ_BUDGET (src/boundary.rs) before it returns to the event loop
+// One wake-up reads at most READ_BUDGET (core/src/boundary.rs) before it returns to the event loop
 // (and comes back on the next turn, the socket being still readable), so a broker that keeps
 // the socket full cannot starve timers, I/O of other handles, or Node-API finalizers (which
 // run in the loop's check phase and free the contents JS has dropped). libuv's own stream

@@ -1,34 +1,21 @@
-//! amqplib-rs: the native core of a drop-in replacement for amqplib.
+//! amqplib-rs: the native addon of a drop-in replacement for amqplib.
 //!
-//! Layers, from the wire up:
-//! - [`spec`] (generated) and [`spec_types`]: the AMQP 0-9-1 protocol tables.
-//! - [`boundary`] (generated): the event kinds and slot positions of what JS is handed.
-//! - [`codec`]: method arguments, content properties and field tables.
-//! - [`frame`]: the frame envelope, and writing frames into an output buffer.
-//! - [`content`]: the content rules of a channel (method, header, body), with amqplib's errors.
-//! - [`event`]: what the core yields for what it reads, typed.
-//! - [`connection`]: the sans-IO core of one connection (bytes in, events out).
-//! - [`serializer`], with [`tape`] and [`strings`]: what the bindings run over each read's
-//!   events: the tape JS reads (laid out as `boundary` says), with the bounded
-//!   interned-string table.
+//! The protocol is the sans-IO core's (the `amqplib_rs_core` crate, `core/`), whose modules are
+//! re-exported here under the same names. This crate adds what runs inside Node:
 //! - `transport`, `uv` and `driver`: the TCP socket owned by the native side, the libuv poll
 //!   handle that watches it on Node's loop, and the driver that reads and writes it for a
 //!   connection core, step by step, with no Node-API (Linux and macOS: `build.rs` decides, as
 //!   the `native_socket` cfg; other platforms use Node's streams).
 //! - `bindings`: the Node-API layer over all of the above (see its module documentation).
 //!
-//! Test helpers (`test_support`, under `cargo test` only) include a `Pair`: a client core
-//! reading what a scripted server core sends, without a network.
-//!
 //! # Unsafe code, and the invariant each use relies on
 //!
-//! `codec`, `content`, `event`, `frame`, `serializer`, `strings`, `tape`, `spec` and `boundary` have none,
-//! nor has `transport` outside its tests: its system calls are the `socket2` crate's. Every
-//! block elsewhere carries a `SAFETY:` comment; by function:
+//! The core's is described in its own crate. `transport` has none outside its tests: its
+//! system calls are the `socket2` crate's. Every block here carries a `SAFETY:` comment; by
+//! function:
 //!
 //! | where | what | relies on |
 //! |---|---|---|
-//! | `connection::Connection::{receive_with, receive_direct}` | `set_len` after a read into spare capacity (of the read buffer, or of a body's assembly) | the reader initialised exactly the bytes it reports (asserted not to exceed what it was given) |
 //! | `uv::uv` | `dlsym` and `transmute` to function pointers | each name is libuv's own function with the signature in uv.h, exported by the node binary that loaded us |
 //! | `driver::Driver::{connect, poll_for, close}` | libuv poll init, start, stop and close | the loop is Node's, on this thread; the handle is live from init until `close`, which hands it to libuv to free in its close callback; `data` stays valid until then (the caller's promise) |
 //! | `uv::{alloc_poll, free_poll}` | allocating and freeing a `uv_poll_t` | the size comes from `uv_handle_size` and is checked to be non-zero; a failed allocation (null) is an error; memory is freed only in libuv's close callback, with the same layout |
@@ -42,21 +29,7 @@
 //! | `bindings::socket::{on_poll, run_steps, NativeConnection::emit}` | the poll callback dereferencing the connection | as above, and for the whole callback a local handle to its JS object keeps it alive even if JS closes the socket meanwhile; no Rust reference is held while JS runs (`emit` works from the raw pointer, borrows end before `napi_make_callback`); handle scopes close on drop, panics included; panics are caught and never unwind into libuv |
 //! | `bindings::socket` `NativeConnection::close_socket` | deleting references, the async context | made for this socket in its env, deleted once (the state is taken) |
 
-#[rustfmt::skip]
-pub mod boundary;
-pub mod codec;
-pub mod connection;
-pub mod content;
-pub mod event;
-pub mod frame;
-#[rustfmt::skip]
-pub mod spec;
-pub mod spec_types;
-pub mod serializer;
-pub mod strings;
-pub mod tape;
-#[cfg(test)]
-mod test_support;
+pub use amqplib_rs_core::{boundary, codec, connection, content, event, frame, serializer, spec, spec_types, strings, tape};
 #[cfg(native_socket)]
 pub mod driver;
 #[cfg(native_socket)]
