@@ -53,7 +53,9 @@ function runSuite() {
   const resultsFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'compat-')), 'results.jsonl');
   const args = [
     '--test',
-    '--test-timeout=1000',
+    // amqplib's own bound per test (its package.json), unless COMPAT_TEST_TIMEOUT sets
+    // another for a slower machine (scripts/emulated.js: qemu runs several times slower).
+    `--test-timeout=${Number(process.env.COMPAT_TEST_TIMEOUT) || 1000}`,
     '--test-reporter=spec', '--test-reporter-destination=stdout',
     // A file URL: Node takes a reporter's absolute path for a URL scheme on Windows (C:).
     `--test-reporter=${pathToFileURL(path.join(here, 'reporter.mjs')).href}`, `--test-reporter-destination=${resultsFile}`,
