@@ -10,6 +10,35 @@
 //!
 //! Every entry point catches panics, so a Rust panic reaches JS as a thrown Error, never as
 //! an abort.
+//!
+//! # No borrow across JS
+//!
+//! JS run in the middle of a call may call into the addon again, for this connection or any
+//! other: ack, publish, close it (which frees its buffers), or parse another read into its
+//! read buffer and tape. So while the user's JS may run, nothing may be borrowed that such a
+//! call could move, free or write: no connection (`&mut NativeConnection`, its core or
+//! serializer), no slice of its read buffer, no tape, no bytes of a Buffer (a call may detach
+//! them). The Node-API calls that may run the user's JS:
+//! - `napi_call_function`, `napi_make_callback`: run it outright (socket events, `socket.rs`);
+//! - `napi_set_element`, `napi_set_property`, `napi_set_named_property`: a [[Set]] of a
+//!   property the object does not have yet consults its prototype chain, where an accessor
+//!   (on Array.prototype or Object.prototype, for a fresh array or object) runs. So does
+//!   `napi_throw_*` given a code (it sets the Error's `code`): we throw once an entry point's
+//!   body has returned (`errors::guarded`), its borrows over;
+//! - `napi_get_property`, `napi_get_named_property`, `napi_get_element`,
+//!   `napi_has_property`, `napi_has_own_property`, `napi_get_property_names`, `napi_instanceof`
+//!   on a user's value: getters, proxy traps, `Symbol.hasInstance` (`marshal.rs`);
+//! - `napi_coerce_to_*`: `valueOf`, `toString`, `Symbol.toPrimitive`.
+//!
+//! These do not: making values (strings, numbers, Buffers, typed arrays, externals, empty
+//! arrays and objects), reading primitives without coercion (`napi_get_value_*` fails on an
+//! object rather than calling its `valueOf`), `napi_typeof`, `napi_is_*`, references, type
+//! tags, instance data, and `napi_define_properties` with data properties, which defines own
+//! properties whatever the prototypes hold. So what a read hands to JS is built with those alone:
+//! an Array's elements are defined (`handover::define_elements`), never set. And where the
+//! user's JS must run (reading a publish's arguments, emitting a socket event), the borrows
+//! end first: see [`hot`] (a user's value and the connection borrow the call exclusively of
+//! each other) and `socket.rs` (each step's borrow ends before JS hears of it).
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;

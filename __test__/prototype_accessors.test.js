@@ -1,0 +1,143 @@
+'use strict';
+// Accessors a user defines on Array.prototype or Object.prototype run whenever something is
+// *set* (not defined) on an array or object that lacks the property. Had the addon filled what
+// a read hands over by setting, such an accessor would run in the middle of the read, with the
+// connection's read buffer and tape borrowed, and could call back into the same connection
+// (parse another read into them, or free them): the addon defines instead (see
+// src/bindings/mod.rs). Here the accessors call back into the connection, and every message
+// must still arrive whole.
+
+const { describe, it } = require('node:test');
+const assert = require('node:assert');
+const native = require('../lib/native');
+const defs = require('../lib/defs');
+const { TapeReader } = require('../lib/tape');
+const { EVENT_KIND, EVENT_ID, EVENT_LENGTH, EVENT_MESSAGE, TAPE_END, MESSAGE_ARGUMENTS, MESSAGE_PROPERTIES } = require('../lib/boundary');
+
+// Defines accessors for `names` on `proto` while `body` runs (to the end of the promise it
+// returns, if it returns one), then deletes them, restoring any the prototype had. Each setter
+// calls `onSet(name)`; with `store`, it first makes the value the object's own property, as a
+// plain assignment would have, so that JS code setting these names keeps working.
+function withAccessors(proto, names, { store, onSet }, body) {
+  const saved = names.map((name) => [name, Object.getOwnPropertyDescriptor(proto, name)]);
+  const restore = () => {
+    for (const [name, descriptor] of saved) {
+      if (descriptor) Object.defineProperty(proto, name, descriptor);
+      else delete proto[name];
+    }
+  };
+  for (const name of names) {
+    Object.defineProperty(proto, name, {
+      configurable: true,
+      get() { return undefined; },
+      set(value) {
+        if (store && Object(this) === this) Reflect.defineProperty(this, name, { value, writable: true, enumerable: true, configurable: true });
+        onSet(name);
+      },
+    });
+  }
+  let result;
+  try {
+    result = body();
+  } catch (err) {
+    restore();
+    throw err;
+  }
+  if (typeof result?.then === 'function') return result.finally(restore);
+  restore();
+  return result;
+}
+
+const indices = (n) => Array.from({ length: n }, (_, i) => String(i));
+
+// --- what one read hands over, without a broker --------------------------------------------
+
+function frame(type, channel, payload) {
+  const out = Buffer.alloc(8 + payload.length);
+  out[0] = type;
+  out.writeUInt16BE(channel, 1);
+  out.writeUInt32BE(payload.length, 3);
+  payload.copy(out, 7);
+  out[7 + payload.length] = 0xce;
+  return out;
+}
+
+// A delivery whose strings are all new to the connection and whose body is too large to
+// share the read's slab: each gives the read an object of its own, copied from the read buffer
+// or, for a body in two frames, assembled.
+function delivery(n, body) {
+  const bodies = n % 2 ? [body.subarray(0, 100), body.subarray(100)] : [body];
+  return Buffer.concat([
+    defs.encodeMethod(defs.BasicDeliver, 1, { consumerTag: `ctag-${n}`, deliveryTag: n, redelivered: false, exchange: `ex-${n}`, routingKey: `key-${n}` }),
+    defs.encodeProperties(defs.BasicProperties, 1, body.length, { messageId: `id-${n}`, headers: { n } }),
+    ...bodies.map((part) => frame(3, 1, part)),
+  ]);
+}
+
+const bodyOf = (n) => Buffer.alloc(9000 + n, n);
+
+// The deliveries of what `receive` returned, as amqplib would give them.
+function deliveries(received) {
+  const reader = new TapeReader();
+  const tape = received[0];
+  const out = [];
+  for (let i = reader.load(...received); i < tape[TAPE_END]; i += tape[i + EVENT_LENGTH]) {
+    assert.strictEqual(tape[i + EVENT_KIND], EVENT_MESSAGE);
+    out.push({
+      fields: reader.methodFields(tape[i + EVENT_ID], tape, i + MESSAGE_ARGUMENTS),
+      properties: reader.properties(defs.BasicProperties, tape, i + tape[i + MESSAGE_PROPERTIES]),
+      content: reader.messageContent(tape, i),
+    });
+  }
+  return out;
+}
+
+function assertDelivered(got, numbers) {
+  assert.strictEqual(got.length, numbers.length);
+  got.forEach((m, k) => {
+    const n = numbers[k];
+    assert.deepStrictEqual(
+      [m.fields.consumerTag, m.fields.deliveryTag, m.fields.exchange, m.fields.routingKey, m.properties.messageId, m.properties.headers.n],
+      [`ctag-${n}`, n, `ex-${n}`, `key-${n}`, `id-${n}`, n]);
+    assert.ok(m.content.equals(bodyOf(n)), `the body of delivery ${n}`);
+  });
+}
+
+describe('a read hands over what it parsed without running accessors on Array.prototype', () => {
+  // The setters swallow the value (a set that stored nothing would leave a hole in what is
+  // handed over) and, the first time, call back into the same connection, as a user's
+  // accessor could.
+  for (const [what, callBack] of [
+    ['another read on the same connection', (c) => native.receive(c.handle, delivery(99, bodyOf(99)))],
+    ['releasing the connection\'s buffers', (c) => c.session.release()],
+  ]) {
+    it(`with setters that try ${what}`, () => {
+      const session = new native.NativeConnection();
+      const c = { session, handle: session.handle() };
+      native.receive(c.handle, defs.encodeMethod(defs.ChannelOpenOk, 1, {}));
+      const numbers = [1, 2, 3, 4, 5, 6];
+      const bytes = Buffer.concat(numbers.map((n) => delivery(n, bodyOf(n))));
+      let sets = 0;
+      const received = withAccessors(Array.prototype, indices(64), {
+        store: false,
+        onSet() {
+          if (++sets === 1) callBack(c);
+        },
+      }, () => native.receive(c.handle, bytes));
+      assert.strictEqual(sets, 0, 'no setter ran during the read');
+      assert.ok(received[1].length >= numbers.length * 2, 'the read had objects of its own');
+      assertDelivered(deliveries(received), numbers);
+    });
+  }
+
+  it('nor does the codec\'s own decode', () => {
+    const frame = defs.encodeMethod(defs.BasicDeliver, 1, { consumerTag: 'ct', deliveryTag: 7, redelivered: true, exchange: 'ex', routingKey: 'rk' });
+    let sets = 0;
+    const decoded = withAccessors(Array.prototype, indices(16), { store: false, onSet() { sets++; } },
+      () => native.decodeMethod(defs.BasicDeliver, frame.subarray(11, frame.length - 1)));
+    assert.strictEqual(sets, 0);
+    const reader = new TapeReader();
+    assert.deepStrictEqual({ ...reader.methodFields(defs.BasicDeliver, decoded[0], reader.load(...decoded)) },
+      { consumerTag: 'ct', deliveryTag: 7, redelivered: true, exchange: 'ex', routingKey: 'rk' });
+  });
+});
