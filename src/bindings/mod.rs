@@ -2,6 +2,7 @@
 //! - [`errors`]: the one conversion of errors (and caught panics) into thrown JS errors;
 //! - [`marshal`]: reading JS values for the encoder ([`marshal::JsVal`]);
 //! - [`handover`]: a read's events, through the connection's serializer (`serializer.rs`), to JS;
+//! - [`instance`]: the state kept per env;
 //! - [`native_connection`]: the class JS makes once per connection;
 //! - [`hot`]: the entry points called per message or per read, as plain Node-API callbacks;
 //! - `socket` (Linux and macOS): the Node-API side of the native socket driver;
@@ -18,7 +19,7 @@
 //! read buffer and tape. So while the user's JS may run, nothing may be borrowed that such a
 //! call could move, free or write: no connection (`&mut NativeConnection`, its core or
 //! serializer), no slice of its read buffer, no tape, no bytes of a Buffer (a call may detach
-//! them). The Node-API calls that may run the user's JS:
+//! them), no instance state ([`instance`]). The Node-API calls that may run the user's JS:
 //! - `napi_call_function`, `napi_make_callback`: run it outright (socket events, `socket.rs`);
 //! - `napi_set_element`, `napi_set_property`, `napi_set_named_property`: a [[Set]] of a
 //!   property the object does not have yet consults its prototype chain, where an accessor
@@ -48,6 +49,7 @@ mod codec_exports;
 mod errors;
 mod handover;
 mod hot;
+mod instance;
 mod marshal;
 mod native_connection;
 #[cfg(native_socket)]
@@ -67,8 +69,9 @@ pub fn panic_for_test(message: String) {
     panic!("{message}");
 }
 
-/// Adds the hot entry points (`hot.rs`) to the module's exports.
+/// Gives the env its state (`instance.rs`) and adds the hot entry points (`hot.rs`) to the
+/// module's exports.
 #[napi(module_exports)]
 pub fn register_hot_entry_points(exports: Object, env: Env) -> Result<()> {
-    hot::register(env.raw(), exports.raw()).map_err(|e| errors::thrown(env.raw(), e))
+    instance::install(env.raw()).and_then(|()| hot::register(env.raw(), exports.raw())).map_err(|e| errors::thrown(env.raw(), e))
 }
