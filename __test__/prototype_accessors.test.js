@@ -5,14 +5,16 @@
 // connection's read buffer and tape borrowed, and could call back into the same connection
 // (parse another read into them, or free them): the addon defines instead (see
 // src/bindings/mod.rs). Here the accessors call back into the connection, and every message
-// must still arrive whole.
+// must still arrive whole. npm test runs this on both transports.
 
 const { describe, it } = require('node:test');
 const assert = require('node:assert');
 const native = require('../lib/native');
 const defs = require('../lib/defs');
 const { TapeReader } = require('../lib/tape');
+const { methods, properties } = require('../lib/spec');
 const { EVENT_KIND, EVENT_ID, EVENT_LENGTH, EVENT_MESSAGE, TAPE_END, MESSAGE_ARGUMENTS, MESSAGE_PROPERTIES } = require('../lib/boundary');
+const { ours, AMQP_URL, uniqueName, withTimeout, closeQuietly } = require('./helpers');
 
 // Defines accessors for `names` on `proto` while `body` runs (to the end of the promise it
 // returns, if it returns one), then deletes them, restoring any the prototype had. Each setter
@@ -139,5 +141,91 @@ describe('a read hands over what it parsed without running accessors on Array.pr
     const reader = new TapeReader();
     assert.deepStrictEqual({ ...reader.methodFields(defs.BasicDeliver, decoded[0], reader.load(...decoded)) },
       { consumerTag: 'ct', deliveryTag: 7, redelivered: true, exchange: 'ex', routingKey: 'rk' });
+  });
+});
+
+// --- through the API, with a broker ---------------------------------------------------------
+
+// Every name a message, its fields and properties, and the methods' replies have.
+const NAMES = [...new Set([
+  'content', 'fields', 'properties',
+  ...Object.values(methods).flatMap((m) => m.args.map((a) => a.name)),
+  ...Object.values(properties).flatMap((p) => p.args.map((a) => a.name)),
+])];
+
+describe('accessors on Array.prototype and Object.prototype that call back into the connection', () => {
+  it('leave deliveries, basic.get replies and returns whole', async () => {
+    const conn = await ours.connect(AMQP_URL);
+    try {
+      const ch = await conn.createChannel();
+      const side = await conn.createChannel();
+      const queue = uniqueName('accessors');
+      const elsewhere = uniqueName('accessors-side');
+      await ch.assertQueue(queue, { exclusive: true });
+      const spare = await conn.createChannel();
+      let spareClosed = null;
+      await side.assertQueue(elsewhere, { exclusive: true });
+      const body = (n) => Buffer.from(`message ${n} `.repeat(n * 50));
+      const count = 20;
+      let last = null;
+      // What the setters do: acknowledge the last delivery, publish elsewhere, ask for a
+      // message (a read to come on the same connection), and once, close a channel.
+      // Not for ever, though: a get's reply runs them again.
+      let calls = 0;
+      const callBack = () => {
+        if (++calls > 50) return;
+        spareClosed ??= spare.close();
+        if (last) {
+          ch.ack(last);
+          last = null;
+        }
+        side.publish('', elsewhere, Buffer.from('from a setter'));
+        side.get(elsewhere, { noAck: true }).catch(() => {});
+      };
+      const arm = { on: false };
+      const onSet = () => { if (arm.on) callBack(); };
+      const got = await withAccessors(Array.prototype, indices(256), { store: true, onSet }, () =>
+        withAccessors(Object.prototype, NAMES, { store: true, onSet }, async () => {
+          arm.on = true;
+          const delivered = [];
+          const done = new Promise((resolve) => {
+            ch.consume(queue, (m) => {
+              delivered.push(m);
+              last = m;
+              if (delivered.length === count) resolve();
+            });
+          });
+          for (let n = 1; n <= count; n++) ch.sendToQueue(queue, body(n), { messageId: `m${n}`, headers: { n } });
+          await withTimeout(done, 20000, 'the deliveries');
+          if (last) ch.ack(last);
+          await ch.cancel(delivered[0].fields.consumerTag);
+
+          ch.sendToQueue(queue, body(3), { messageId: 'got' });
+          let fetched = false;
+          for (let tries = 0; !fetched && tries < 100; tries++) {
+            fetched = await ch.get(queue, { noAck: true });
+            if (!fetched) await new Promise((resolve) => setTimeout(resolve, 20));
+          }
+
+          const returned = new Promise((resolve) => ch.once('return', resolve));
+          ch.publish('', uniqueName('nobody'), body(4), { mandatory: true, messageId: 'returned' });
+          const back = await withTimeout(returned, 20000, 'the return');
+          arm.on = false;
+          return { delivered, fetched, back };
+        }));
+      assert.deepStrictEqual(got.delivered.map((m) => [m.properties.messageId, m.properties.headers.n, m.content.toString()]),
+        Array.from({ length: count }, (_, k) => [`m${k + 1}`, k + 1, body(k + 1).toString()]));
+      assert.deepStrictEqual(got.delivered.map((m) => m.fields.routingKey), Array(count).fill(queue));
+      assert.ok(got.fetched, 'basic.get had its message');
+      assert.deepStrictEqual([got.fetched.properties.messageId, got.fetched.fields.routingKey, got.fetched.content.toString()], ['got', queue, body(3).toString()]);
+      assert.deepStrictEqual([got.back.fields.replyCode, got.back.fields.replyText, got.back.properties.messageId, got.back.content.toString()],
+        [312, 'NO_ROUTE', 'returned', body(4).toString()]);
+      assert.ok(calls > 0, "the setters ran, called by the library's own JS as it took the messages in");
+      await spareClosed;
+      await side.close();
+      await ch.close();
+    } finally {
+      await closeQuietly(conn);
+    }
   });
 });
