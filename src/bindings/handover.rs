@@ -81,16 +81,16 @@ fn js_object(env: sys::napi_env, obj: Obj, source: &[u8]) -> Result<sys::napi_va
 /// A new Array of `values` (see [`define_elements`]).
 pub(super) fn js_array(env: sys::napi_env, values: &[sys::napi_value]) -> Result<sys::napi_value> {
     let mut array = ptr::null_mut();
-    // SAFETY: env is live.
-    napi_ok(unsafe { sys::napi_create_array(env, &mut array) })?;
+    // SAFETY: env is live. Made with its length, so that its store is allocated once at its
+    // size (an empty array grows by steps to a store of 17 elements for the first).
+    napi_ok(unsafe { sys::napi_create_array_with_length(env, values.len(), &mut array) })?;
     define_elements(env, array, 0, values)?;
     Ok(array)
 }
 
 /// Puts `values` into `array` from index `from` on, as own data properties defined
 /// (CreateDataProperty) rather than set: setting an element that does not exist yet consults
-/// Array.prototype, where an indexed accessor would run the user's JS (see `mod.rs`). Filled
-/// in index order from its end, an array's elements stay packed.
+/// Array.prototype, where an indexed accessor would run the user's JS (see `mod.rs`).
 pub(super) fn define_elements(env: sys::napi_env, array: sys::napi_value, from: usize, values: &[sys::napi_value]) -> Result<()> {
     // The index names, each NUL-terminated, back to back; the descriptors point into them
     // once all are written (the Vec no longer moves).
