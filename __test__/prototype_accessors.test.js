@@ -8,6 +8,7 @@
 // must still arrive whole. npm test runs this on both transports.
 
 const { describe, it } = require('node:test');
+const asyncHooks = require('node:async_hooks');
 const assert = require('node:assert');
 const native = require('../lib/native');
 const defs = require('../lib/defs');
@@ -227,5 +228,44 @@ describe('accessors on Array.prototype and Object.prototype that call back into 
     } finally {
       await closeQuietly(conn);
     }
+  });
+});
+
+// Making a native socket's async context runs async_hooks' init hooks, the user's JS, which may
+// call into the connection: it is made in a call of its own, before connectSocket takes the
+// connection.
+describe('async_hooks\' init hook of a native socket', { skip: !native.hasNativeSocket() && 'no native socket on this platform' }, () => {
+  it('runs before connectSocket, and what it sends on the connection is kept', () => {
+    const session = new native.NativeConnection();
+    const handle = session.handle();
+    const calls = [];
+    const hook = asyncHooks.createHook({
+      init(id, type) {
+        if (type !== 'amqplib-rs:socket') return;
+        calls.push('init');
+        native.sendAcknowledgement(handle, 1, defs.BasicAck, 7, 0, 0);
+      },
+    }).enable();
+    let errno;
+    try {
+      const context = native.socketAsyncContext();
+      calls.push('made');
+      errno = session.connectSocket('127.0.0.1', 5672, () => {}, context);
+    } finally {
+      hook.disable();
+      session.destroySocket();
+    }
+    assert.strictEqual(errno, 0);
+    assert.deepStrictEqual(calls, ['init', 'made']);
+    assert.strictEqual(session.pendingOutput, 21, 'the ack sent from the hook');
+  });
+
+  it('takes a context once, and only one of its own', () => {
+    const session = new native.NativeConnection();
+    assert.throws(() => session.connectSocket('127.0.0.1', 5672, () => {}, {}), /Not a socket async context/);
+    const context = native.socketAsyncContext();
+    assert.throws(() => session.connectSocket('not an address', 5672, () => {}, context), /Not an IP address/);
+    assert.throws(() => session.connectSocket('127.0.0.1', 5672, () => {}, context), /already used/);
+    assert.strictEqual(session.socketWrites, 0);
   });
 });

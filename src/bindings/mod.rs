@@ -21,6 +21,8 @@
 //! serializer), no slice of its read buffer, no tape, no bytes of a Buffer (a call may detach
 //! them), no instance state ([`instance`]). The Node-API calls that may run the user's JS:
 //! - `napi_call_function`, `napi_make_callback`: run it outright (socket events, `socket.rs`);
+//! - `napi_async_init`: runs async_hooks' init hooks (so `socket.rs` makes a socket's async
+//!   context in a call of its own, before `connectSocket` borrows the connection);
 //! - `napi_set_element`, `napi_set_property`, `napi_set_named_property`: a [[Set]] of a
 //!   property the object does not have yet consults its prototype chain, where an accessor
 //!   (on Array.prototype or Object.prototype, for a fresh array or object) runs. So does
