@@ -88,7 +88,9 @@ class NativeSocket extends EventEmitter {
   connectNext() {
     const address = this.untried.shift();
     this.address = address;
-    const errno = this.session.connectSocket(address, this.port, this.onEvent);
+    // The async context is made first, on its own: making it runs async_hooks' init hooks,
+    // which connectSocket must not run while it has the connection in hand.
+    const errno = this.session.connectSocket(address, this.port, this.onEvent, native.socketAsyncContext());
     if (errno !== 0) this.connectFailed(systemError(errno, 'connect', address, this.port));
   }
 

@@ -28,6 +28,13 @@ impl From<CodecError> for JsError {
     }
 }
 
+/// A failed Node-API call in the middle of an encoding (see `instance::key`).
+impl From<JsError> for CodecError {
+    fn from(e: JsError) -> Self {
+        CodecError::Source(e.message)
+    }
+}
+
 impl From<napi::Error> for JsError {
     fn from(e: napi::Error) -> Self {
         JsError::plain(e.reason.clone())

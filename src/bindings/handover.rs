@@ -9,6 +9,7 @@ use crate::serializer::Serializer;
 use crate::boundary::TAPE_HELD;
 use crate::tape::{Obj, Tape};
 use napi::sys;
+use std::io::Write;
 use std::ptr;
 
 type Result<T> = std::result::Result<T, JsError>;
@@ -77,6 +78,48 @@ fn js_object(env: sys::napi_env, obj: Obj, source: &[u8]) -> Result<sys::napi_va
     }
 }
 
+/// A new Array of `values` (see [`define_elements`]).
+pub(super) fn js_array(env: sys::napi_env, values: &[sys::napi_value]) -> Result<sys::napi_value> {
+    let mut array = ptr::null_mut();
+    // SAFETY: env is live. Made with its length, so that its store is allocated once at its
+    // size (an empty array grows by steps to a store of 17 elements for the first).
+    napi_ok(unsafe { sys::napi_create_array_with_length(env, values.len(), &mut array) })?;
+    define_elements(env, array, 0, values)?;
+    Ok(array)
+}
+
+/// Puts `values` into `array` from index `from` on, as own data properties defined
+/// (CreateDataProperty) rather than set: setting an element that does not exist yet consults
+/// Array.prototype, where an indexed accessor would run the user's JS (see `mod.rs`).
+pub(super) fn define_elements(env: sys::napi_env, array: sys::napi_value, from: usize, values: &[sys::napi_value]) -> Result<()> {
+    // The index names, each NUL-terminated, back to back; the descriptors point into them
+    // once all are written (the Vec no longer moves).
+    let mut names = Vec::with_capacity(values.len() * 4);
+    let mut starts = Vec::with_capacity(values.len());
+    for i in from..from + values.len() {
+        starts.push(names.len());
+        write!(names, "{i}\0").expect("a Vec takes any write");
+    }
+    let descriptors: Vec<sys::napi_property_descriptor> = values
+        .iter()
+        .zip(&starts)
+        .map(|(&value, &start)| sys::napi_property_descriptor {
+            utf8name: names[start..].as_ptr().cast(),
+            name: ptr::null_mut(),
+            method: None,
+            getter: None,
+            setter: None,
+            value,
+            // All three, as an element assigned by JS has them (and Node-API takes its fast
+            // CreateDataProperty path for exactly this combination).
+            attributes: sys::PropertyAttributes::writable | sys::PropertyAttributes::enumerable | sys::PropertyAttributes::configurable,
+            data: ptr::null_mut(),
+        })
+        .collect();
+    // SAFETY: env is live; the descriptors' names are NUL-terminated and outlive the call.
+    napi_ok(unsafe { sys::napi_define_properties(env, array, descriptors.len(), descriptors.as_ptr()) })
+}
+
 /// Bytes the objects of `tape` and its content slab will copy out of the decoded buffer.
 fn bytes_to_copy(tape: &Tape) -> u64 {
     let objects: usize = tape.objects.iter().map(|o| if let Obj::Bytes { len, .. } = o { *len } else { 0 }).sum();
@@ -126,15 +169,7 @@ pub(super) struct HandedOver {
 impl HandedOver {
     /// `[tape, objects, slab]`, for the calls that return what they parsed.
     pub fn into_array(self, env: sys::napi_env) -> Result<sys::napi_value> {
-        let mut received = ptr::null_mut();
-        // SAFETY: env is live; all handles belong to the current call.
-        unsafe {
-            napi_ok(sys::napi_create_array_with_length(env, 3, &mut received))?;
-            for (i, value) in [self.tape, self.objects, self.slab].into_iter().enumerate() {
-                napi_ok(sys::napi_set_element(env, received, i as u32, value))?;
-            }
-        }
-        Ok(received)
+        js_array(env, &[self.tape, self.objects, self.slab])
     }
 }
 
@@ -189,19 +224,15 @@ fn tape_array(env: sys::napi_env, tape: &Tape, spare: Option<sys::napi_value>) -
 pub(super) fn hand_over(env: sys::napi_env, tape: &mut Tape, source: &[u8], spare: Option<sys::napi_value>) -> Result<HandedOver> {
     let (typed, reused) = tape_array(env, tape, spare)?;
     let slab = content_slab(env, tape, source)?;
-    let mut objects = ptr::null_mut();
-    // SAFETY: env is live; all handles are created in this call.
-    unsafe {
-        if tape.objects.is_empty() {
-            napi_ok(sys::napi_get_undefined(env, &mut objects))?;
-        } else {
-            napi_ok(sys::napi_create_array_with_length(env, tape.objects.len(), &mut objects))?;
-            for (i, obj) in tape.objects.drain(..).enumerate() {
-                let value = js_object(env, obj, source)?;
-                napi_ok(sys::napi_set_element(env, objects, i as u32, value))?;
-            }
-        }
-    }
+    let objects = if tape.objects.is_empty() {
+        let mut undefined = ptr::null_mut();
+        // SAFETY: env is live.
+        napi_ok(unsafe { sys::napi_get_undefined(env, &mut undefined) })?;
+        undefined
+    } else {
+        let values = tape.objects.drain(..).map(|obj| js_object(env, obj, source)).collect::<Result<Vec<_>>>()?;
+        js_array(env, &values)?
+    };
     Ok(HandedOver { tape: typed, objects, slab, reused })
 }
 

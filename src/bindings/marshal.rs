@@ -7,12 +7,9 @@ use crate::codec::{Kind, Value};
 #[cfg(feature = "codec-exports")]
 use napi::bindgen_prelude::{Env, JsValue, Unknown};
 use napi::sys;
-use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::ptr;
 
-/// Index of each cached property key in the keys array, by the key's address.
-type KeyIndex = HashMap<usize, u32, ahash::RandomState>;
 /// A JS value of the current call, read through Node-API. It borrows the call (`'call`):
 /// reading it may run JS (getters, valueOf), so nothing else read from the call, such as a
 /// Buffer's bytes or the connection, can be held at the same time (see `hot.rs`).
@@ -89,42 +86,9 @@ impl<'call> JsVal<'call> {
         unsafe { JsVal::new(env.raw(), value.raw()) }
     }
 
-    /// The JS string for a property name, made once per thread (each thread has one env) and
-    /// kept in a JS array: fetching it back is cheaper than making and internalising a new
-    /// string for every property read of every publish.
+    /// The JS string for a property name, kept per env (see `instance.rs`).
     fn key(&self, key: &'static str) -> crate::codec::Result<sys::napi_value> {
-        thread_local! {
-            // Keyed by the name's address: the names are static, so that identifies them
-            // without hashing their text.
-            static KEYS: std::cell::RefCell<Option<(sys::napi_ref, KeyIndex)>> =
-                const { std::cell::RefCell::new(None) };
-        }
-        KEYS.with(|cell| {
-            let mut cell = cell.borrow_mut();
-            if cell.is_none() {
-                let mut array = ptr::null_mut();
-                let mut reference = ptr::null_mut();
-                // SAFETY: env is live for the call; the array is kept by a strong reference.
-                check(unsafe { sys::napi_create_array(self.env, &mut array) })?;
-                check(unsafe { sys::napi_create_reference(self.env, array, 1, &mut reference) })?;
-                *cell = Some((reference, KeyIndex::default()));
-            }
-            let (reference, indices) = cell.as_mut().expect("initialised above");
-            let mut array = ptr::null_mut();
-            let mut out = ptr::null_mut();
-            // SAFETY: the reference is strong, so the array is live.
-            check(unsafe { sys::napi_get_reference_value(self.env, *reference, &mut array) })?;
-            if let Some(&index) = indices.get(&(key.as_ptr() as usize)) {
-                check(unsafe { sys::napi_get_element(self.env, array, index, &mut out) })?;
-                return Ok(out);
-            }
-            // SAFETY: key points at key.len() valid bytes.
-            check(unsafe { sys::napi_create_string_utf8(self.env, key.as_ptr().cast(), key.len() as isize, &mut out) })?;
-            let index = indices.len() as u32;
-            check(unsafe { sys::napi_set_element(self.env, array, index, out) })?;
-            indices.insert(key.as_ptr() as usize, index);
-            Ok(out)
-        })
+        Ok(super::instance::key(self.env, key)?)
     }
 
     fn string_of(&self, value: sys::napi_value) -> crate::codec::Result<String> {

@@ -2,6 +2,7 @@
 //! - [`errors`]: the one conversion of errors (and caught panics) into thrown JS errors;
 //! - [`marshal`]: reading JS values for the encoder ([`marshal::JsVal`]);
 //! - [`handover`]: a read's events, through the connection's serializer (`serializer.rs`), to JS;
+//! - [`instance`]: the state kept per env;
 //! - [`native_connection`]: the class JS makes once per connection;
 //! - [`hot`]: the entry points called per message or per read, as plain Node-API callbacks;
 //! - `socket` (Linux and macOS): the Node-API side of the native socket driver;
@@ -10,6 +11,37 @@
 //!
 //! Every entry point catches panics, so a Rust panic reaches JS as a thrown Error, never as
 //! an abort.
+//!
+//! # No borrow across JS
+//!
+//! JS run in the middle of a call may call into the addon again, for this connection or any
+//! other: ack, publish, close it (which frees its buffers), or parse another read into its
+//! read buffer and tape. So while the user's JS may run, nothing may be borrowed that such a
+//! call could move, free or write: no connection (`&mut NativeConnection`, its core or
+//! serializer), no slice of its read buffer, no tape, no bytes of a Buffer (a call may detach
+//! them), no instance state ([`instance`]). The Node-API calls that may run the user's JS:
+//! - `napi_call_function`, `napi_make_callback`: run it outright (socket events, `socket.rs`);
+//! - `napi_async_init`: runs async_hooks' init hooks (so `socket.rs` makes a socket's async
+//!   context in a call of its own, before `connectSocket` borrows the connection);
+//! - `napi_set_element`, `napi_set_property`, `napi_set_named_property`: a [[Set]] of a
+//!   property the object does not have yet consults its prototype chain, where an accessor
+//!   (on Array.prototype or Object.prototype, for a fresh array or object) runs. So does
+//!   `napi_throw_*` given a code (it sets the Error's `code`): we throw once an entry point's
+//!   body has returned (`errors::guarded`), its borrows over;
+//! - `napi_get_property`, `napi_get_named_property`, `napi_get_element`,
+//!   `napi_has_property`, `napi_has_own_property`, `napi_get_property_names`, `napi_instanceof`
+//!   on a user's value: getters, proxy traps, `Symbol.hasInstance` (`marshal.rs`);
+//! - `napi_coerce_to_*`: `valueOf`, `toString`, `Symbol.toPrimitive`.
+//!
+//! These do not: making values (strings, numbers, Buffers, typed arrays, externals, empty
+//! arrays and objects), reading primitives without coercion (`napi_get_value_*` fails on an
+//! object rather than calling its `valueOf`), `napi_typeof`, `napi_is_*`, references, type
+//! tags, instance data, and `napi_define_properties` with data properties, which defines own
+//! properties whatever the prototypes hold. So what a read hands to JS is built with those alone:
+//! an Array's elements are defined (`handover::define_elements`), never set. And where the
+//! user's JS must run (reading a publish's arguments, emitting a socket event), the borrows
+//! end first: see [`hot`] (a user's value and the connection borrow the call exclusively of
+//! each other) and `socket.rs` (each step's borrow ends before JS hears of it).
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -19,6 +51,7 @@ mod codec_exports;
 mod errors;
 mod handover;
 mod hot;
+mod instance;
 mod marshal;
 mod native_connection;
 #[cfg(native_socket)]
@@ -38,8 +71,9 @@ pub fn panic_for_test(message: String) {
     panic!("{message}");
 }
 
-/// Adds the hot entry points (`hot.rs`) to the module's exports.
+/// Gives the env its state (`instance.rs`) and adds the hot entry points (`hot.rs`) to the
+/// module's exports.
 #[napi(module_exports)]
 pub fn register_hot_entry_points(exports: Object, env: Env) -> Result<()> {
-    hot::register(env.raw(), exports.raw()).map_err(|e| errors::thrown(env.raw(), e))
+    instance::install(env.raw()).and_then(|()| hot::register(env.raw(), exports.raw())).map_err(|e| errors::thrown(env.raw(), e))
 }

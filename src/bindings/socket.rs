@@ -260,42 +260,121 @@ unsafe fn run_steps(this: *mut NativeConnection, status: c_int, events: c_int) {
     }
 }
 
+/// Marks the Externals of [`socket_async_context`].
+const ASYNC_CONTEXT_TAG: sys::napi_type_tag = sys::napi_type_tag { lower: 0x616d_7170_6c69_6272, upper: 0x7273_2d61_7379_0001 };
+
+/// What a [`socket_async_context`] External holds: the context, until `connect_socket` takes it.
+struct PendingContext {
+    context: std::cell::Cell<sys::napi_async_context>,
+}
+
+unsafe extern "C" fn drop_pending_context(env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // SAFETY: `data` is the Box<PendingContext> leaked in `socket_async_context`, finalised once.
+    let pending = unsafe { Box::from_raw(data.cast::<PendingContext>()) };
+    let context = pending.context.get();
+    if !context.is_null() {
+        // SAFETY: made in this env and never taken; async_hooks' destroy hooks run later.
+        unsafe { sys::napi_async_destroy(env, context) };
+    }
+}
+
+/// `socketAsyncContext()`: the async context of a native socket's events, for
+/// `connectSocket`. Made apart from it because making one runs async_hooks' init hooks, the
+/// user's JS, which may call into the connection: `connectSocket` has it borrowed throughout
+/// (see `mod.rs`).
+#[napi(catch_unwind)]
+pub fn socket_async_context(env: Env) -> Result<Unknown<'static>> {
+    let raw_env = env.raw();
+    let made = js_string(raw_env, b"amqplib-rs:socket").and_then(|name| {
+        let mut context = ptr::null_mut();
+        // SAFETY: env is the live env of this call; nothing is borrowed while the hooks run.
+        napi_ok(unsafe { sys::napi_async_init(raw_env, ptr::null_mut(), name, &mut context) })?;
+        let pending = Box::into_raw(Box::new(PendingContext { context: std::cell::Cell::new(context) }));
+        let mut external = ptr::null_mut();
+        // SAFETY: Node owns the Box from here (`drop_pending_context`), unless it refuses the
+        // External, and then the Box and the context are given back here.
+        unsafe {
+            if sys::napi_create_external(raw_env, pending.cast(), Some(drop_pending_context), ptr::null_mut(), &mut external) != sys::Status::napi_ok {
+                drop_pending_context(raw_env, pending.cast(), ptr::null_mut());
+                return Err(JsError::plain("Could not make a socket's async context"));
+            }
+            napi_ok(sys::napi_type_tag_object(raw_env, external, &ASYNC_CONTEXT_TAG))?;
+        }
+        Ok(external)
+    });
+    // SAFETY: the External was created in this call's env.
+    made.map(|external| unsafe { Unknown::from_raw_unchecked(raw_env, external) }).map_err(|e| thrown(raw_env, e))
+}
+
+/// Takes the context out of a [`socket_async_context`] External, once.
+fn take_async_context(env: sys::napi_env, external: sys::napi_value) -> std::result::Result<sys::napi_async_context, JsError> {
+    let mut tagged = false;
+    // SAFETY: env and value belong to the current call; neither call runs JS.
+    napi_ok(unsafe { sys::napi_check_object_type_tag(env, external, &ASYNC_CONTEXT_TAG, &mut tagged) })?;
+    if !tagged {
+        return Err(JsError::plain("Not a socket async context"));
+    }
+    let mut data = ptr::null_mut();
+    napi_ok(unsafe { sys::napi_get_value_external(env, external, &mut data) })?;
+    // SAFETY: tagged Externals hold a PendingContext (see `socket_async_context`), alive while
+    // the External is, which this call's argument keeps.
+    let context = unsafe { &*data.cast::<PendingContext>() }.context.replace(ptr::null_mut());
+    if context.is_null() {
+        return Err(JsError::plain("The socket async context was already used"));
+    }
+    Ok(context)
+}
+
 #[napi]
 impl NativeConnection {
-    /// Starts connecting to `address` (an IP literal) and `port`; events go to `on_event`.
-    /// Returns 0, or the errno of a failure known at once.
+    /// Starts connecting to `address` (an IP literal) and `port`; events go to `on_event`, in
+    /// `context` (from `socketAsyncContext()`, which this takes). Returns 0, or the errno of a
+    /// failure known at once.
     #[napi(catch_unwind)]
-    pub fn connect_socket(&mut self, env: Env, this: This, address: String, port: u32, on_event: Function<'_>) -> Result<i32> {
-        if self.socket.is_some() {
-            return Err(Error::new(Status::GenericFailure, "Already connected"));
-        }
-        let ip: std::net::IpAddr = address.parse().map_err(|_| Error::new(Status::InvalidArg, format!("Not an IP address: {address}")))?;
+    pub fn connect_socket(&mut self, env: Env, this: This, address: String, port: u32, on_event: Function<'_>, context: Unknown<'_>) -> Result<i32> {
         let raw_env = env.raw();
         let thrown = |e| thrown(raw_env, e);
+        let context = take_async_context(raw_env, context.raw()).map_err(thrown)?;
+        // From here every way out but success destroys the context, which is ours now.
+        let destroy = |context| {
+            // SAFETY: made in this env, and not kept anywhere.
+            unsafe { sys::napi_async_destroy(raw_env, context) };
+        };
+        if self.socket.is_some() {
+            destroy(context);
+            return Err(Error::new(Status::GenericFailure, "Already connected"));
+        }
+        let Ok(ip) = address.parse::<std::net::IpAddr>() else {
+            destroy(context);
+            return Err(Error::new(Status::InvalidArg, format!("Not an IP address: {address}")));
+        };
         let mut event_loop = ptr::null_mut();
         // SAFETY: env is the live env of this call.
-        napi_ok(unsafe { sys::napi_get_uv_event_loop(raw_env, &mut event_loop) }).map_err(thrown)?;
+        if let Err(e) = napi_ok(unsafe { sys::napi_get_uv_event_loop(raw_env, &mut event_loop) }) {
+            destroy(context);
+            return Err(thrown(e));
+        }
         let data = (self as *mut NativeConnection).cast();
         // SAFETY: the loop is Node's, on this thread; `self` lives in napi-rs's box for as
         // long as its JS object, which the `connection` reference below keeps alive until
         // close_socket closes the poll handle.
         let driver = match unsafe { Driver::connect(event_loop.cast(), ip, port as u16, on_poll, data) } {
             Ok(driver) => driver,
-            Err(e) => return Ok(errno_of(&e)),
+            Err(e) => {
+                destroy(context);
+                return Ok(errno_of(&e));
+            }
         };
         let mut connection = ptr::null_mut();
         let mut callback = ptr::null_mut();
-        let mut context = ptr::null_mut();
-        let made = js_string(raw_env, b"amqplib-rs:socket").and_then(|name| {
-            // SAFETY: env is the live env of this call.
-            unsafe {
-                napi_ok(sys::napi_create_reference(raw_env, this.object.raw(), 1, &mut connection))?;
-                napi_ok(sys::napi_create_reference(raw_env, on_event.raw(), 1, &mut callback))?;
-                napi_ok(sys::napi_async_init(raw_env, ptr::null_mut(), name, &mut context))
-            }
-        });
+        // SAFETY: env is the live env of this call; neither call runs JS.
+        let made = unsafe {
+            napi_ok(sys::napi_create_reference(raw_env, this.object.raw(), 1, &mut connection))
+                .and_then(|()| napi_ok(sys::napi_create_reference(raw_env, on_event.raw(), 1, &mut callback)))
+        };
         if let Err(e) = made {
             driver.close();
+            destroy(context);
             // SAFETY: only what was made is deleted (null otherwise).
             unsafe {
                 if !connection.is_null() {
