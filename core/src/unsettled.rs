@@ -147,11 +147,6 @@ impl Acks {
         self.channels.clear();
     }
 
-    /// The record of `channel`, if it is open.
-    pub fn unsettled(&self, channel: u16) -> Option<&Unsettled> {
-        self.channels.get(&channel).map(|c| &c.unsettled)
-    }
-
     /// An ack, nack or reject of `tag` is being written on `channel` (`multiple` as it is
     /// sent; a reject has none): whether it settles everything of the channel up to its tag
     /// and is an ack (so that it may widen the ack before it, or be widened). The record
