@@ -446,6 +446,12 @@ function invalidOp(msg, stack) {
   };
 }
 
+// The channel's API state (open, closing, closed) stays JS's own. The core's notion of an open
+// channel (from the open-ok read to the close or close-ok read: core/src/connection.rs, where
+// the content rules and the ack records follow it) starts later, once the channel number is
+// in use, and has no closing; and a refused call must throw at once with the stack of the
+// moment the state changed (amqplib's IllegalOperationError), which swapping the functions
+// gives with no cost per call.
 function invalidateSend(ch, msg, stack) {
   ch.sendImmediately = ch.sendOrEnqueue = ch.sendMessage = ch.sendAcknowledgement = invalidOp(msg, stack);
 }
