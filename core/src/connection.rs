@@ -15,7 +15,6 @@ use crate::content::{carries_content, Assembly, Held, Stage, Violation};
 use crate::event::{Content, Event, EventSource};
 use crate::frame::{self, parse_envelope, Envelope, OVERHEAD};
 use crate::spec::{self, FRAME_BODY, FRAME_ERROR, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD};
-use crate::unsettled::Acks;
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 
@@ -92,7 +91,7 @@ pub struct Connection {
     frame_end_due: Option<u16>,
     /// Per open channel, the deliveries that wait for an ack, kept from what is read and
     /// written (`unsettled.rs`).
-    acks: Acks,
+    acks: crate::unsettled::Acks,
     /// When the last frame in `out` is a basic.ack after which no delivery of its channel up
     /// to its tag is left unsettled: that channel, and where the frame ends. The next such
     /// ack on the channel, with nothing between, widens it (`send_acknowledgement`).
@@ -128,7 +127,7 @@ impl Default for Connection {
             last_publish: ByChannel::default(),
             direct: None,
             frame_end_due: None,
-            acks: Acks::default(),
+            acks: Default::default(),
             settled_prefix: None,
         }
     }
