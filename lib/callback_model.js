@@ -178,7 +178,7 @@ class Channel extends BaseChannel {
     this._rpc(defs.BasicConsume, fields, defs.BasicConsumeOk, (err, reply) => {
       if (err !== null) return done(err);
       // Register before any delivery for the new consumer is processed.
-      this.registerConsumer(reply.fields.consumerTag, callback, fields.noAck, fields.queue);
+      this.registerConsumer(reply.fields.consumerTag, callback, fields.queue);
       return done(null, reply.fields);
     });
     return this;
@@ -197,7 +197,7 @@ class Channel extends BaseChannel {
   // Calls back with the message, or `false` if the queue was empty.
   get(queue, options, cb) {
     const fields = Args.get(queue, options);
-    this.sendOrEnqueue(defs.BasicGet, fields, getReplyHandler(this, fields.noAck, nodeback(cb)));
+    this.sendOrEnqueue(defs.BasicGet, fields, getReplyHandler(this, nodeback(cb)));
     return this;
   }
 

@@ -13,7 +13,6 @@ const { IllegalOperationError, stackCapture } = require('./error');
 const safeEmit = require('./safe_emit');
 const Args = require('./api_args');
 const { isEncodableTag } = require('./outgoing');
-const { UnsettledTags } = require('./unsettled');
 const tracing = require('./tracing');
 
 const { constants } = defs;
@@ -31,12 +30,7 @@ class Channel extends EventEmitter {
     this.closedWithUnconfirmed = false;
     this.on('ack', (fields) => this.handleConfirm(confirmOk, fields));
     this.on('nack', (fields) => this.handleConfirm(confirmNacked, fields));
-    // Deliveries waiting for an ack, so that consecutive acks can leave as one.
-    this.unsettled = new UnsettledTags();
-    this.on('close', () => {
-      this.unsettled.stopKeeping(); // first: a confirm callback may throw
-      this.failUnconfirmed(new Error('channel closed'));
-    });
+    this.on('close', () => this.failUnconfirmed(new Error('channel closed')));
   }
 
   setOptions(options) {
@@ -49,48 +43,21 @@ class Channel extends EventEmitter {
   }
 
   sendImmediately(method, fields) {
-    const writable = this.connection.sendMethod(this.ch, method, fields);
-    this.noteSettled(method, fields);
-    return writable;
-  }
-
-  // What a method sent settles of the deliveries waiting for an ack (recover gives them all
-  // back, those on their way here included; in a transaction, a rollback gives back the acks
-  // it held, so the record stops at tx.select).
-  noteSettled(method, fields) {
-    switch (method) {
-      case defs.BasicAck:
-      case defs.BasicNack:
-        this.unsettled.settle(fields.deliveryTag, !!fields.multiple);
-        break;
-      case defs.BasicReject:
-        this.unsettled.settle(fields.deliveryTag, false);
-        break;
-      case defs.BasicRecover:
-      case defs.BasicRecoverAsync:
-      case defs.TxSelect:
-        this.unsettled.stopKeeping();
-        break;
-    }
+    return this.connection.sendMethod(this.ch, method, fields);
   }
 
   // basic.ack, nack or reject of one delivery tag (a safe integer) with its flags as the
-  // native encoder takes them: no fields object per acknowledgement. `settlesPrefix` as
-  // UnsettledTags#settlesPrefix says.
-  sendAcknowledgement(method, tag, flags, settlesPrefix) {
-    return this.connection.sendAcknowledgement(this.ch, method, tag, flags, settlesPrefix);
+  // native encoder takes them: no fields object per acknowledgement.
+  sendAcknowledgement(method, tag, flags) {
+    return this.connection.sendAcknowledgement(this.ch, method, tag, flags);
   }
 
-  // Both APIs' ack: a tag the server gave goes straight to the encoder, which makes it one
-  // with the ack before it when together they settle all up to this tag; anything else is
-  // encoded (and refused) as amqplib's would be.
+  // Both APIs' ack: a tag the server gave goes straight to the encoder (which makes it one
+  // with the ack before it when together they settle all up to this tag: see
+  // core/src/unsettled.rs); anything else is encoded (and refused) as amqplib's would be.
   sendAck(tag, allUpTo) {
     if (!isEncodableTag(tag)) return this.sendImmediately(defs.BasicAck, Args.ack(tag, allUpTo));
-    const multiple = !!allUpTo;
-    const unsettled = this.unsettled;
-    const writable = this.sendAcknowledgement(defs.BasicAck, tag, +multiple, unsettled.settlesPrefix(tag, multiple) ? 1 : 0);
-    unsettled.settle(tag, multiple);
-    return writable;
+    return this.sendAcknowledgement(defs.BasicAck, tag, allUpTo ? 1 : 0);
   }
 
   // Sends now if no RPC is in flight, else queues behind it; traced on amqplib:rpc when
@@ -479,6 +446,12 @@ function invalidOp(msg, stack) {
   };
 }
 
+// The channel's API state (open, closing, closed) stays JS's own. The core's notion of an open
+// channel (from the open-ok read to the close or close-ok read: core/src/connection.rs, where
+// the content rules and the ack records follow it) starts later, once the channel number is
+// in use, and has no closing; and a refused call must throw at once with the stack of the
+// moment the state changed (amqplib's IllegalOperationError), which swapping the functions
+// gives with no cost per call.
 function invalidateSend(ch, msg, stack) {
   ch.sendImmediately = ch.sendOrEnqueue = ch.sendMessage = ch.sendAcknowledgement = invalidOp(msg, stack);
 }
@@ -512,24 +485,18 @@ class BaseChannel extends Channel {
     super(connection);
     this.consumers = new Map();
     this.consumerQueues = new Map(); // tag -> queue, for the deliveries' tracing
-    this.noAckConsumers = new Set();
     this.on('delivery', this.handleDelivery.bind(this));
     this.on('cancel', this.handleCancel.bind(this));
   }
 
-  // `noAck` as the consumer was asked for: its deliveries wait for no ack.
-  registerConsumer(tag, callback, noAck, queue) {
+  registerConsumer(tag, callback, queue) {
     this.consumers.set(tag, callback);
     this.consumerQueues.set(tag, queue);
-    // A tag can come back (a consumerTag given twice, after a cancel that did not finish).
-    if (noAck) this.noAckConsumers.add(tag);
-    else this.noAckConsumers.delete(tag);
   }
 
   unregisterConsumer(tag) {
     this.consumers.delete(tag);
     this.consumerQueues.delete(tag);
-    this.noAckConsumers.delete(tag);
   }
 
   dispatchMessage(fields, message) {
@@ -540,7 +507,6 @@ class BaseChannel extends Channel {
 
   handleDelivery(message) {
     const fields = message.fields;
-    this.unsettled.received(fields.deliveryTag, !this.noAckConsumers.has(fields.consumerTag));
     if (!tracing.deliver.hasSubscribers) return this.dispatchMessage(fields, message);
     const context = tracing.deliverContext(this, this.consumerQueues.get(fields.consumerTag), message);
     return tracing.deliver.traceSync(this.dispatchMessage, context, this, fields, message);

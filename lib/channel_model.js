@@ -29,17 +29,14 @@ function describeFrame(frame) {
 // The reply handler for BasicGet, shared by both APIs: BasicGetEmpty gives
 // `false`; BasicGetOk comes with its message whole, which is handed on as a
 // delivery is. `done(err, messageOrFalse)`.
-function getReplyHandler(channel, noAck, done) {
+function getReplyHandler(channel, done) {
   return (err, frame) => {
     if (err instanceof Error) return done(err);
     // A close frame: the channel was closed by the server, quite
     // possibly because of this very get (e.g. no such queue).
     if (err) return done(convertCloseFrameToError(defs.BasicGet, err));
     if (frame.id === defs.BasicGetEmpty) return done(null, false);
-    if (frame.id === defs.BasicGetOk) {
-      channel.unsettled.received(frame.fields.deliveryTag, !noAck);
-      return channel.handOver(frame, (message) => done(null, message));
-    }
+    if (frame.id === defs.BasicGetOk) return channel.handOver(frame, (message) => done(null, message));
     return done(new Error(`Unexpected response to BasicGet: ${describeFrame(frame)}`));
   };
 }
@@ -177,7 +174,7 @@ class Channel extends BaseChannel {
         if (err) return reject(err);
         // Register synchronously, before any delivery for the new
         // consumer can be processed.
-        this.registerConsumer(reply.fields.consumerTag, callback, fields.noAck, fields.queue);
+        this.registerConsumer(reply.fields.consumerTag, callback, fields.queue);
         return resolve(reply.fields);
       });
     });
@@ -201,7 +198,7 @@ class Channel extends BaseChannel {
       this.sendOrEnqueue(
         defs.BasicGet,
         fields,
-        getReplyHandler(this, fields.noAck, (err, message) => (err ? reject(err) : resolve(message))),
+        getReplyHandler(this, (err, message) => (err ? reject(err) : resolve(message))),
       );
     });
   }

@@ -377,8 +377,8 @@ class Connection extends EventEmitter {
     return this.outgoing.sendMethod(channel, method, fields);
   }
 
-  sendAcknowledgement(channel, method, tag, flags, settlesPrefix) {
-    return this.outgoing.sendAcknowledgement(channel, method, tag, flags, settlesPrefix);
+  sendAcknowledgement(channel, method, tag, flags) {
+    return this.outgoing.sendAcknowledgement(channel, method, tag, flags);
   }
 
   sendMessage(channel, method, fields, properties, props, content) {

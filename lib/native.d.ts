@@ -33,10 +33,10 @@ declare namespace native {
     sendPublishAgain(handle: Handle, channel: number, content: Buffer): number;
     /**
      * basic.ack, nack or reject with a safe-integer tag, `flags` packed bit by bit in the order of
-     * its arguments, `settlesPrefix` 1 when every tag below it is settled too. The bytes waiting
-     * afterwards.
+     * its arguments; an ack is made one with the ack before it when together they settle what one
+     * `multiple` ack does (core/src/unsettled.rs). The bytes waiting afterwards.
      */
-    sendAcknowledgement(handle: Handle, channel: number, methodId: number, deliveryTag: number, flags: number, settlesPrefix: number): number;
+    sendAcknowledgement(handle: Handle, channel: number, methodId: number, deliveryTag: number, flags: number): number;
     /**
      * Parses what a stream transport read: the tape, its objects and its content slab for every
      * complete frame, the tape written into `spare` (the last tape this returned) when JS is done

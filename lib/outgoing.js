@@ -141,24 +141,22 @@ class Outgoing {
    */
   sendMethod(channel, method, fields) {
     const flags = acknowledgementFlags(method, fields);
-    if (flags >= 0) return this.sendAcknowledgement(channel, method, fields.deliveryTag, flags, 0);
+    if (flags >= 0) return this.sendAcknowledgement(channel, method, fields.deliveryTag, flags);
     const pending = native.sendMethod(this.handle, channel, method, fields);
     this.scheduleFlush();
     return this.writable(undefined, pending);
   }
 
-  // `tag` one isEncodableTag takes, `flags` as acknowledgementFlags makes them, `settlesPrefix`
-  // 1 when the channel's UnsettledTags says so, else 0.
+  // `tag` one isEncodableTag takes, `flags` as acknowledgementFlags makes them.
   /**
    * @param {number} channel
    * @param {number} method
    * @param {number} tag
    * @param {number} flags
-   * @param {number} settlesPrefix
    */
-  sendAcknowledgement(channel, method, tag, flags, settlesPrefix) {
+  sendAcknowledgement(channel, method, tag, flags) {
     if (method === defs.BasicAck) this.acked++;
-    const pending = native.sendAcknowledgement(this.handle, channel, method, tag, flags, settlesPrefix);
+    const pending = native.sendAcknowledgement(this.handle, channel, method, tag, flags);
     this.scheduleFlush();
     return this.writable(undefined, pending);
   }

@@ -8,7 +8,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 const root = path.join(__dirname, '..');
-const CODEC_EXPORTS = ['encodeMethod', 'encodeProperties', 'decodeMethod', 'decodeProperties', 'encodeTable', 'decodeTable'];
+const CODEC_EXPORTS = ['encodeMethod', 'encodeProperties', 'decodeMethod', 'decodeProperties', 'encodeTable', 'decodeTable', 'UnsettledTags'];
 
 // The names of the codec entry points found in the binary at `file` (napi-rs keeps each
 // export's name as a string in it).

@@ -56,8 +56,8 @@ module.exports = [
   {
     name: 'sendAcknowledgement',
     handler: 'send_acknowledgement',
-    doc: 'basic.ack, nack or reject with a safe-integer tag, `flags` packed bit by bit in the order of its arguments, `settlesPrefix` 1 when every tag below it is settled too. The bytes waiting afterwards.',
-    args: [['handle', 'handle'], ['channel', 'u16'], ['methodId', 'u32'], ['deliveryTag', 'f64'], ['flags', 'u8'], ['settlesPrefix', 'u32']],
+    doc: 'basic.ack, nack or reject with a safe-integer tag, `flags` packed bit by bit in the order of its arguments; an ack is made one with the ack before it when together they settle what one `multiple` ack does (core/src/unsettled.rs). The bytes waiting afterwards.',
+    args: [['handle', 'handle'], ['channel', 'u16'], ['methodId', 'u32'], ['deliveryTag', 'f64'], ['flags', 'u8']],
     returns: 'number',
   },
   {

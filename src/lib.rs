@@ -29,7 +29,7 @@
 //! | `bindings::socket::{on_poll, run_steps, NativeConnection::emit}` | the poll callback dereferencing the connection | as above, and for the whole callback a local handle to its JS object keeps it alive even if JS closes the socket meanwhile; no Rust reference is held while JS runs (`emit` works from the raw pointer, borrows end before `napi_make_callback`); handle scopes close on drop, panics included; panics are caught and never unwind into libuv |
 //! | `bindings::socket` `NativeConnection::close_socket` | deleting references, the async context | made for this socket in its env, deleted once (the state is taken) |
 
-pub use amqplib_rs_core::{boundary, codec, connection, content, event, frame, serializer, spec, spec_types, strings, tape};
+pub use amqplib_rs_core::{boundary, codec, connection, content, event, frame, serializer, spec, spec_types, strings, tape, unsettled};
 #[cfg(native_socket)]
 pub mod driver;
 #[cfg(native_socket)]

@@ -89,6 +89,9 @@ pub struct Connection {
     /// The channel of a direct body frame whose payload is complete: its frame-end octet
     /// starts the next read.
     frame_end_due: Option<u16>,
+    /// Per open channel, the deliveries that wait for an ack, kept from what is read and
+    /// written (`unsettled.rs`).
+    acks: crate::unsettled::Acks,
     /// When the last frame in `out` is a basic.ack after which no delivery of its channel up
     /// to its tag is left unsettled: that channel, and where the frame ends. The next such
     /// ack on the channel, with nothing between, widens it (`send_acknowledgement`).
@@ -124,6 +127,7 @@ impl Default for Connection {
             last_publish: ByChannel::default(),
             direct: None,
             frame_end_due: None,
+            acks: Default::default(),
             settled_prefix: None,
         }
     }
@@ -408,6 +412,7 @@ impl Connection {
     fn fail(&mut self, e: ProtocolError) {
         self.ignoring_input = true;
         self.stages.clear();
+        self.acks.clear();
         self.direct = None;
         self.frame_end_due = None;
         self.events.push_back(Event::ConnectionError { code: e.code as u16, text: e.message });
@@ -436,6 +441,7 @@ impl Connection {
         if let (Some(stage), true) = (self.stages.get(&channel), carries_content(method)) {
             match stage {
                 Stage::Idle => {
+                    self.acks.message_received(channel, id, &self.read[args.clone()]);
                     self.stages.insert(channel, Stage::Header { method: Held { id, range: args } });
                 }
                 Stage::Refused => {}
@@ -445,9 +451,13 @@ impl Connection {
         }
         if id == spec::CHANNEL_OPEN_OK.id && channel != 0 {
             self.stages.insert(channel, Stage::Idle);
+            self.acks.opened(channel);
         } else if id == spec::CHANNEL_CLOSE.id || id == spec::CHANNEL_CLOSE_OK.id {
             // A message cut off by a close is not one.
             self.stages.remove(&channel);
+            self.acks.closed(channel);
+        } else if channel != 0 {
+            self.acks.method_received(channel, id, &self.read[args.clone()]);
         }
         self.events.push_back(Event::Method { channel, id, args });
         Ok(())
@@ -553,6 +563,7 @@ impl Connection {
         self.check_sendable(frames)?;
         self.out.extend_from_slice(frames);
         self.frames_sent += frame::count_frames(frames);
+        frame::each_method(frames, |channel, id, args| self.acks.sent(channel, id, args));
         Ok(())
     }
 
@@ -580,20 +591,21 @@ impl Connection {
     /// basic.ack, basic.nack or basic.reject (see `frame::write_acknowledgement`): `flags`
     /// holds its bits in the order of its arguments. Any other method is refused.
     ///
-    /// `settles_prefix` says (the caller keeps the channel's unsettled deliveries) that once
-    /// this ack is handled no delivery of the channel up to its tag is left unsettled. Two
-    /// such acks in a row on one channel settle exactly what one ack of the later tag with
-    /// `multiple` set does, so the later one widens the earlier frame instead of following it:
-    /// the acks of a read's deliveries, taken in order, leave as one, and the server handles
-    /// one method for them.
-    pub fn send_acknowledgement(&mut self, channel: u16, method_id: u32, delivery_tag: u64, flags: u8, settles_prefix: bool) -> crate::codec::Result<()> {
-        let method = match method_id {
-            id if id == spec::BASIC_ACK.id => &spec::BASIC_ACK,
-            id if id == spec::BASIC_NACK.id => &spec::BASIC_NACK,
-            id if id == spec::BASIC_REJECT.id => &spec::BASIC_REJECT,
+    /// When, by the channel's record of deliveries waiting (`unsettled.rs`), an ack leaves no
+    /// delivery of the channel up to its tag unsettled, and so did the frame just before it in
+    /// the output, an ack on the same channel, the two settle exactly what one ack of the later
+    /// tag with `multiple` set does: the later one widens the earlier frame instead of
+    /// following it. The acks of a read's deliveries, taken in order, leave as one, and the
+    /// server handles one method for them.
+    pub fn send_acknowledgement(&mut self, channel: u16, method_id: u32, delivery_tag: u64, flags: u8) -> crate::codec::Result<()> {
+        let (method, multiple) = match method_id {
+            id if id == spec::BASIC_ACK.id => (&spec::BASIC_ACK, flags & 1 != 0),
+            id if id == spec::BASIC_NACK.id => (&spec::BASIC_NACK, flags & 1 != 0),
+            // A reject's only bit is `requeue`.
+            id if id == spec::BASIC_REJECT.id => (&spec::BASIC_REJECT, false),
             _ => return Err(CodecError::UnknownMethod),
         };
-        if !(settles_prefix && method.id == spec::BASIC_ACK.id) {
+        if !self.acks.acknowledge(channel, method.id, delivery_tag, multiple) {
             frame::write_acknowledgement(&mut self.out, channel, method, delivery_tag, flags);
             self.frames_sent += 1;
             return Ok(());
@@ -836,13 +848,13 @@ mod tests {
                 _ => unreachable!(),
             };
             let mut fast = Connection::new();
-            fast.send_acknowledgement(3, method.id, tag, flags, false).unwrap();
+            fast.send_acknowledgement(3, method.id, tag, flags).unwrap();
             let mut general = Connection::new();
             general.send_frames(&method_frame(3, method.id, &TestValue::object(&fields)).unwrap()).unwrap();
             assert_eq!(fast.out, general.out, "{}", method.name);
         }
         let mut session = Connection::new();
-        assert!(session.send_acknowledgement(1, spec::BASIC_PUBLISH.id, 1, 0, true).is_err());
+        assert!(session.send_acknowledgement(1, spec::BASIC_PUBLISH.id, 1, 0).is_err());
         assert!(session.out.is_empty());
     }
 
@@ -853,43 +865,264 @@ mod tests {
         out
     }
 
+    /// The bytes of one basic.nack (`multiple` off).
+    fn nack(channel: u16, tag: u64, requeue: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        frame::write_acknowledgement(&mut out, channel, &spec::BASIC_NACK, tag, (requeue as u8) << 1);
+        out
+    }
+
+    /// A client with `channels` opened by the server, and a consumer "c" (acks wanted) on each.
+    fn consuming(channels: &[u16]) -> Client {
+        let mut client = Client::default();
+        for &channel in channels {
+            client.receive(&method_frame(channel, spec::CHANNEL_OPEN_OK.id, &TestValue::object(&[("channelId", TestValue::Bytes(Vec::new()))])).unwrap());
+            consume(&mut client, channel, "c", false);
+        }
+        client.clear_output();
+        client
+    }
+
+    /// basic.consume written (server-named when `tag` is empty) and its consume-ok read.
+    fn consume(client: &mut Client, channel: u16, tag: &str, no_ack: bool) {
+        let fields = TestValue::object(&[
+            ("ticket", TestValue::Num(0.0)),
+            ("queue", TestValue::Str("q".into())),
+            ("consumerTag", TestValue::Str(String::new())),
+            ("noLocal", TestValue::Bool(false)),
+            ("noAck", TestValue::Bool(no_ack)),
+            ("exclusive", TestValue::Bool(false)),
+            ("nowait", TestValue::Bool(false)),
+            ("arguments", TestValue::object(&[])),
+        ]);
+        client.send_frames(&method_frame(channel, spec::BASIC_CONSUME.id, &fields).unwrap()).unwrap();
+        client.receive(&method_frame(channel, spec::BASIC_CONSUME_OK.id, &TestValue::object(&[("consumerTag", TestValue::Str(tag.into()))])).unwrap());
+    }
+
+    /// The bytes of deliveries of `tags` to consumer `consumer` on `channel`, one byte of body each.
+    fn deliveries(channel: u16, consumer: &str, tags: impl IntoIterator<Item = u64>) -> Vec<u8> {
+        let mut server = Connection::new();
+        for tag in tags {
+            let fields = TestValue::object(&[
+                ("consumerTag", TestValue::Str(consumer.into())),
+                ("deliveryTag", TestValue::Num(tag as f64)),
+                ("redelivered", TestValue::Bool(false)),
+                ("exchange", TestValue::Str(String::new())),
+                ("routingKey", TestValue::Str("q".into())),
+            ]);
+            let head = content_head(channel, spec::BASIC_DELIVER.id, &fields, &TestValue::object(&[]), 1).unwrap();
+            server.send_content(channel, &head, &[tag as u8]).unwrap();
+        }
+        server.out
+    }
+
+    fn ack_now(c: &mut Connection, channel: u16, tag: u64) {
+        c.send_acknowledgement(channel, spec::BASIC_ACK.id, tag, 0).unwrap();
+    }
+
+    /// A method written with the general encoder (as for ackAll, recover or tx.select).
+    fn send_method(c: &mut Connection, channel: u16, method: &MethodSpec, fields: &[(&str, TestValue)]) {
+        c.send_frames(&method_frame(channel, method.id, &TestValue::object(fields)).unwrap()).unwrap();
+    }
+
     #[test]
     fn acks_that_settle_all_below_them_leave_as_one_multiple_ack() {
-        let prefix_ack = |c: &mut Connection, channel, tag| c.send_acknowledgement(channel, spec::BASIC_ACK.id, tag, 0, true).unwrap();
-        let mut c = Connection::new();
-        for tag in 5..=9 {
-            prefix_ack(&mut c, 2, tag);
+        let mut c = consuming(&[1]);
+        c.receive(&deliveries(1, "c", 1..=5));
+        let sent = c.frames_sent;
+        for tag in 1..=5 {
+            ack_now(&mut c, 1, tag);
         }
-        assert_eq!(c.out, ack(2, 9, true));
+        assert_eq!(c.out, ack(1, 5, true), "one ack for the read");
+        assert_eq!(c.frames_sent, sent + 1, "a widened ack is no frame");
 
-        // Only with nothing between, on the same channel.
-        let mut c = Connection::new();
-        prefix_ack(&mut c, 2, 1);
-        prefix_ack(&mut c, 3, 1);
-        prefix_ack(&mut c, 3, 2);
+        // A held delivery stops it; those after it go alone, then the hole filled goes with
+        // the next in order.
+        let mut c = consuming(&[1]);
+        c.receive(&deliveries(1, "c", 1..=6));
+        ack_now(&mut c, 1, 1);
+        ack_now(&mut c, 1, 2);
+        ack_now(&mut c, 1, 4); // 3 held
+        ack_now(&mut c, 1, 5);
+        ack_now(&mut c, 1, 3); // now all up to 5 are settled
+        ack_now(&mut c, 1, 6);
+        assert_eq!(c.out, [ack(1, 2, true), ack(1, 4, false), ack(1, 5, false), ack(1, 6, true)].concat());
+
+        // An ack with `multiple` that takes all before it widens, and is widened, the same way.
+        let mut c = consuming(&[1]);
+        c.receive(&deliveries(1, "c", 1..=6));
+        ack_now(&mut c, 1, 1);
+        c.send_acknowledgement(1, spec::BASIC_ACK.id, 4, 1).unwrap();
+        ack_now(&mut c, 1, 5);
+        assert_eq!(c.out, ack(1, 5, true));
+    }
+
+    #[test]
+    fn nacks_and_rejects_are_never_taken_together_but_settle_what_they_name() {
+        let mut c = consuming(&[1]);
+        c.receive(&deliveries(1, "c", 1..=8));
+        ack_now(&mut c, 1, 1);
+        c.send_acknowledgement(1, spec::BASIC_NACK.id, 2, 0b10).unwrap(); // requeue
+        c.send_acknowledgement(1, spec::BASIC_NACK.id, 3, 0b00).unwrap(); // dropped
+        ack_now(&mut c, 1, 4); // settles all up to it, but the frame before is a nack
+        ack_now(&mut c, 1, 5);
+        c.send_acknowledgement(1, spec::BASIC_REJECT.id, 6, 1).unwrap(); // requeue: its bit is not `multiple`
+        c.send_acknowledgement(1, spec::BASIC_REJECT.id, 7, 0).unwrap();
+        ack_now(&mut c, 1, 8);
+        let mut rejects = Vec::new();
+        frame::write_acknowledgement(&mut rejects, 1, &spec::BASIC_REJECT, 6, 1);
+        frame::write_acknowledgement(&mut rejects, 1, &spec::BASIC_REJECT, 7, 0);
+        assert_eq!(c.out, [ack(1, 1, false), nack(1, 2, true), nack(1, 3, false), ack(1, 5, true), rejects, ack(1, 8, false)].concat());
+
+        // A nack with `multiple` settles those before it: the ack after it settles all below.
+        let mut c = consuming(&[1]);
+        c.receive(&deliveries(1, "c", 1..=4));
+        c.send_acknowledgement(1, spec::BASIC_NACK.id, 2, 0b01).unwrap();
+        ack_now(&mut c, 1, 3);
+        ack_now(&mut c, 1, 4);
+        let mut nack_multiple = Vec::new();
+        frame::write_acknowledgement(&mut nack_multiple, 1, &spec::BASIC_NACK, 2, 0b01);
+        assert_eq!(c.out, [nack_multiple, ack(1, 4, true)].concat());
+    }
+
+    #[test]
+    fn acks_are_taken_together_only_on_one_channel_with_nothing_between() {
+        let mut c = consuming(&[2, 3]);
+        c.receive(&[deliveries(2, "c", 1..=2), deliveries(3, "c", 1..=6)].concat());
+        ack_now(&mut c, 2, 1);
+        ack_now(&mut c, 3, 1);
+        ack_now(&mut c, 3, 2);
         c.send_heartbeat();
-        prefix_ack(&mut c, 3, 3);
-        c.send_acknowledgement(3, spec::BASIC_NACK.id, 4, 0, true).unwrap(); // never widened, nor widens
-        prefix_ack(&mut c, 3, 5);
-        c.send_acknowledgement(3, spec::BASIC_ACK.id, 7, 0, false).unwrap(); // out of order
-        prefix_ack(&mut c, 3, 6);
-        let mut nack = Vec::new();
-        frame::write_acknowledgement(&mut nack, 3, &spec::BASIC_NACK, 4, 0);
-        let expected =
-            [ack(2, 1, false), ack(3, 2, true), frame::HEARTBEAT.to_vec(), ack(3, 3, false), nack, ack(3, 5, false), ack(3, 7, false), ack(3, 6, false)]
-                .concat();
+        ack_now(&mut c, 3, 3);
+        ack_now(&mut c, 2, 2); // would settle all below on 2, but 3's ack is between
+        let expected = [ack(2, 1, false), ack(3, 2, true), frame::HEARTBEAT.to_vec(), ack(3, 3, false), ack(2, 2, false)].concat();
         assert_eq!(c.out, expected);
 
         // Nor across a write, whole or in part: what was written cannot change.
-        let mut c = Connection::new();
-        prefix_ack(&mut c, 1, 1);
         c.clear_output();
-        prefix_ack(&mut c, 1, 2);
-        assert_eq!(c.out, ack(1, 2, false));
+        ack_now(&mut c, 3, 4);
+        assert_eq!(c.out, ack(3, 4, false));
         let mut written = Vec::new();
         assert!(!c.write_with(|b| if written.is_empty() { written.extend_from_slice(&b[..4]); Ok(4) } else { Err(std::io::ErrorKind::WouldBlock.into()) }).unwrap());
-        prefix_ack(&mut c, 1, 3);
-        assert_eq!([written, c.out].concat(), [ack(1, 2, false), ack(1, 3, false)].concat());
+        ack_now(&mut c, 3, 5);
+        assert_eq!([written, c.out.clone()].concat(), [ack(3, 4, false), ack(3, 5, false)].concat());
+        ack_now(&mut c, 3, 6);
+        assert_eq!(c.out[c.out.len() - 21..], ack(3, 6, true)[..], "after the write, as before it");
+    }
+
+    #[test]
+    fn a_delivery_read_between_two_acks_is_waited_for() {
+        let mut c = consuming(&[1]);
+        c.receive(&deliveries(1, "c", [1]));
+        ack_now(&mut c, 1, 1);
+        c.receive(&deliveries(1, "c", [2, 3]));
+        ack_now(&mut c, 1, 3); // 2 waits
+        ack_now(&mut c, 1, 2);
+        assert_eq!(c.out, [ack(1, 1, false), ack(1, 3, false), ack(1, 2, false)].concat());
+
+        let mut c = consuming(&[1]);
+        c.receive(&deliveries(1, "c", [1]));
+        ack_now(&mut c, 1, 1);
+        c.receive(&deliveries(1, "c", [2]));
+        ack_now(&mut c, 1, 2); // 1 and 2 are all there is
+        assert_eq!(c.out, ack(1, 2, true));
+    }
+
+    #[test]
+    fn deliveries_that_wait_for_no_ack_do_not_hold_the_others_back() {
+        let mut c = consuming(&[1]);
+        consume(&mut c, 1, "auto", true);
+        c.clear_output();
+        c.receive(&[deliveries(1, "c", [1]), deliveries(1, "auto", [2]), deliveries(1, "c", [3])].concat());
+        ack_now(&mut c, 1, 1);
+        ack_now(&mut c, 1, 3);
+        assert_eq!(c.out, ack(1, 3, true));
+
+        // A get's noAck, likewise; a get-empty leaves nothing pending.
+        let get = |c: &mut Client, no_ack| {
+            let fields = [("ticket", TestValue::Num(0.0)), ("queue", TestValue::Str("q".into())), ("noAck", TestValue::Bool(no_ack))];
+            send_method(c, 1, &spec::BASIC_GET, &fields);
+        };
+        let get_ok = |tag: u64| {
+            let fields = TestValue::object(&[
+                ("deliveryTag", TestValue::Num(tag as f64)),
+                ("redelivered", TestValue::Bool(false)),
+                ("exchange", TestValue::Str(String::new())),
+                ("routingKey", TestValue::Str("q".into())),
+                ("messageCount", TestValue::Num(0.0)),
+            ]);
+            let mut server = Connection::new();
+            server.send_content(1, &content_head(1, spec::BASIC_GET_OK.id, &fields, &TestValue::object(&[]), 1).unwrap(), b"x").unwrap();
+            server.out
+        };
+        let mut c = consuming(&[1]);
+        get(&mut c, true);
+        c.receive(&get_ok(1));
+        get(&mut c, false);
+        c.receive(&method_frame(1, spec::BASIC_GET_EMPTY.id, &TestValue::object(&[("clusterId", TestValue::Str(String::new()))])).unwrap());
+        c.receive(&deliveries(1, "c", [2, 3]));
+        get(&mut c, false);
+        c.receive(&get_ok(4));
+        c.clear_output();
+        ack_now(&mut c, 1, 2);
+        ack_now(&mut c, 1, 3);
+        ack_now(&mut c, 1, 4);
+        assert_eq!(c.out, ack(1, 4, true));
+
+        // A consumer tag that comes back wanting acks is waited for again.
+        let mut c = consuming(&[1]);
+        consume(&mut c, 1, "again", true);
+        consume(&mut c, 1, "again", false);
+        c.clear_output();
+        c.receive(&[deliveries(1, "again", [1]), deliveries(1, "c", [2])].concat());
+        ack_now(&mut c, 1, 2);
+        ack_now(&mut c, 1, 1);
+        assert_eq!(c.out, [ack(1, 2, false), ack(1, 1, false)].concat());
+    }
+
+    #[test]
+    fn settling_deliveries_on_their_way_here_stops_the_record_until_the_channel_is_opened_again() {
+        let ack_all = |c: &mut Client| send_method(c, 1, &spec::BASIC_ACK, &[("deliveryTag", TestValue::Num(0.0)), ("multiple", TestValue::Bool(true))]);
+        let recover = |c: &mut Client| send_method(c, 1, &spec::BASIC_RECOVER, &[("requeue", TestValue::Bool(true))]);
+        let tx_select = |c: &mut Client| send_method(c, 1, &spec::TX_SELECT, &[]);
+        let nack_all = |c: &mut Client| c.send_acknowledgement(1, spec::BASIC_NACK.id, 0, 0b11).unwrap();
+        let early = |c: &mut Client| ack_now(c, 1, 9); // not received yet
+        let stoppers: [&dyn Fn(&mut Client); 5] = [&ack_all, &recover, &tx_select, &nack_all, &early];
+        for (i, stop) in stoppers.iter().enumerate() {
+            let mut c = consuming(&[1]);
+            c.receive(&deliveries(1, "c", 1..=3));
+            stop(&mut c);
+            c.receive(&deliveries(1, "c", 4..=6));
+            c.clear_output();
+            for tag in 4..=6 {
+                ack_now(&mut c, 1, tag);
+            }
+            assert_eq!(c.out, [ack(1, 4, false), ack(1, 5, false), ack(1, 6, false)].concat(), "stopper {i}");
+        }
+
+        // A close, by either side, ends the channel's record; its reopening starts a new one.
+        for closer in ["client", "server"] {
+            let mut c = consuming(&[1]);
+            c.receive(&deliveries(1, "c", 1..=3));
+            let close = [("replyCode", TestValue::Num(200.0)), ("replyText", TestValue::Str("bye".into())), ("classId", TestValue::Num(0.0)), ("methodId", TestValue::Num(0.0))];
+            if closer == "client" {
+                send_method(&mut c, 1, &spec::CHANNEL_CLOSE, &close);
+                c.receive(&method_frame(1, spec::CHANNEL_CLOSE_OK.id, &TestValue::object(&[])).unwrap());
+            } else {
+                c.receive(&method_frame(1, spec::CHANNEL_CLOSE.id, &TestValue::object(&close)).unwrap());
+            }
+            c.clear_output();
+            ack_now(&mut c, 1, 1);
+            ack_now(&mut c, 1, 2);
+            assert_eq!(c.out, [ack(1, 1, false), ack(1, 2, false)].concat(), "closed by the {closer}");
+            c.receive(&method_frame(1, spec::CHANNEL_OPEN_OK.id, &TestValue::object(&[("channelId", TestValue::Bytes(Vec::new()))])).unwrap());
+            consume(&mut c, 1, "c", false);
+            c.receive(&deliveries(1, "c", 1..=2));
+            c.clear_output();
+            ack_now(&mut c, 1, 1);
+            ack_now(&mut c, 1, 2);
+            assert_eq!(c.out, ack(1, 2, true), "reopened after the {closer}'s close");
+        }
     }
 
     #[test]

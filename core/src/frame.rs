@@ -217,6 +217,22 @@ pub fn count_frames(frames: &[u8]) -> u64 {
     count
 }
 
+/// Calls `f(channel, method id, arguments)` for each whole method frame of `frames` on a
+/// channel other than 0.
+pub fn each_method(frames: &[u8], mut f: impl FnMut(u16, u32, &[u8])) {
+    let mut rest = frames;
+    while rest.len() >= HEADER_BYTES {
+        let size = u32::from_be_bytes([rest[3], rest[4], rest[5], rest[6]]) as usize;
+        let channel = u16::from_be_bytes([rest[1], rest[2]]);
+        if rest[0] as u32 == FRAME_METHOD && channel != 0 {
+            if let Some((id, args)) = rest.get(HEADER_BYTES..HEADER_BYTES + size).and_then(|payload| payload.split_first_chunk::<4>()) {
+                f(channel, u32::from_be_bytes(*id), args);
+            }
+        }
+        rest = rest.get(size + OVERHEAD..).unwrap_or_default();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

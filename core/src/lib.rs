@@ -11,6 +11,8 @@
 //! - [`content`]: the content rules of a channel (method, header, body), with amqplib's errors.
 //! - [`event`]: what the core yields for what it reads, typed.
 //! - [`connection`]: the core of one connection (bytes in, events out).
+//! - [`unsettled`]: which deliveries of each channel wait for an ack, from what crosses the
+//!   wire, so that the connection can write consecutive acks as one.
 //! - [`serializer`], with [`tape`] and [`strings`]: what the bindings run over each read's
 //!   events: the tape JS reads (laid out as `boundary` says), with the bounded
 //!   interned-string table.
@@ -38,5 +40,6 @@ pub mod spec_types;
 pub mod serializer;
 pub mod strings;
 pub mod tape;
+pub mod unsettled;
 #[cfg(test)]
 mod test_support;

@@ -237,7 +237,7 @@ fn send_publish_again(args: SendPublishAgainArgs) -> Result<f64> {
 /// See `Connection::send_acknowledgement`; JS sends only safe-integer tags this way.
 fn send_acknowledgement(args: SendAcknowledgementArgs) -> Result<f64> {
     let connection = args.connection()?;
-    connection.core.send_acknowledgement(args.channel, args.method_id, args.delivery_tag as u64, args.flags, args.settles_prefix != 0)?;
+    connection.core.send_acknowledgement(args.channel, args.method_id, args.delivery_tag as u64, args.flags)?;
     Ok(connection.core.out.len() as f64)
 }
 

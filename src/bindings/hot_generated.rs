@@ -167,24 +167,23 @@ unsafe extern "C" fn send_publish_again(env: sys::napi_env, info: sys::napi_call
     guarded(env, || number(env, super::send_publish_again(SendPublishAgainArgs::new(env, info)?)?))
 }
 
-/// The arguments of `sendAcknowledgement(handle, channel, methodId, deliveryTag, flags, settlesPrefix)`.
+/// The arguments of `sendAcknowledgement(handle, channel, methodId, deliveryTag, flags)`.
 ///
 /// basic.ack, nack or reject with a safe-integer tag, `flags` packed bit by bit in the order of its
-/// arguments, `settlesPrefix` 1 when every tag below it is settled too. The bytes waiting
-/// afterwards.
+/// arguments; an ack is made one with the ack before it when together they settle what one
+/// `multiple` ack does (core/src/unsettled.rs). The bytes waiting afterwards.
 pub(super) struct SendAcknowledgementArgs {
-    call: Call<6>,
+    call: Call<5>,
     pub channel: u16,
     pub method_id: u32,
     pub delivery_tag: f64,
     pub flags: u8,
-    pub settles_prefix: u32,
 }
 
 impl SendAcknowledgementArgs {
     fn new(env: sys::napi_env, info: sys::napi_callback_info) -> Result<Self> {
-        let call = Call::<6>::new(env, info)?;
-        Ok(SendAcknowledgementArgs { channel: call.u32(1)? as u16, method_id: call.u32(2)?, delivery_tag: call.f64(3)?, flags: call.u32(4)? as u8, settles_prefix: call.u32(5)?, call })
+        let call = Call::<5>::new(env, info)?;
+        Ok(SendAcknowledgementArgs { channel: call.u32(1)? as u16, method_id: call.u32(2)?, delivery_tag: call.f64(3)?, flags: call.u32(4)? as u8, call })
     }
 
     /// The connection behind `handle` (see `Call::connection`).

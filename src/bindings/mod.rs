@@ -7,7 +7,8 @@
 //! - [`hot`]: the entry points called per message or per read, as plain Node-API callbacks;
 //! - `socket` (Linux and macOS): the Node-API side of the native socket driver;
 //! - `codec_exports` (cargo feature `codec-exports`, development builds only): the codec
-//!   with no connection, for lib/defs.js and lib/codec.js.
+//!   with no connection, for lib/defs.js and lib/codec.js; `unsettled_export` (the same): a
+//!   channel's record of deliveries waiting for an ack on its own, for lib/unsettled.js.
 //!
 //! Every entry point catches panics, so a Rust panic reaches JS as a thrown Error, never as
 //! an abort.
@@ -56,6 +57,8 @@ mod marshal;
 mod native_connection;
 #[cfg(native_socket)]
 mod socket;
+#[cfg(feature = "codec-exports")]
+mod unsettled_export;
 
 /// Whether amqp:// gets the native socket on this platform (see `build.rs`); where it does
 /// not, the JS side connects with `net.connect`, as for TLS.
