@@ -536,7 +536,7 @@ impl Connection {
     /// until it is closed.
     fn refuse(&mut self, channel: u16, violation: Violation) {
         self.stages.insert(channel, Stage::Refused);
-        self.events.push_back(Event::ChannelError { channel, code: spec::UNEXPECTED_FRAME as u16, text: violation.text, blamed: violation.blamed });
+        self.events.push_back(Event::ChannelError { channel, violation });
     }
 
     /// Whether the last read brought events to poll.
@@ -653,7 +653,7 @@ impl EventSource for Connection {
 mod tests {
     use super::*;
     use crate::boundary::{EVENT_CHANNEL, EVENT_ID, EVENT_KIND, EVENT_LENGTH, MESSAGE_ARGUMENTS, MESSAGE_BODY_SIZE, MESSAGE_PROPERTIES, TAPE_NEW_STRINGS};
-    use crate::boundary::TapeEvent;
+    use crate::boundary::{TapeEvent, ViolationKind, CHANNEL_ERROR_BODY_SIZE, CHANNEL_ERROR_METHOD, CHANNEL_ERROR_VIOLATION};
     use crate::serializer::{Serializer, POOLED_BODY_MAX};
     use crate::spec_types::{ArgType, MethodSpec};
     use crate::tape::Obj;
@@ -1100,8 +1100,10 @@ mod tests {
             let mut client = opened();
             client.receive(&bytes);
             assert_eq!(events(&client), vec![(TapeEvent::ChannelError as u8, 1, spec::UNEXPECTED_FRAME)]);
-            let text = client.serializer.tape.objects.iter().find_map(|o| if let Obj::Text(t) = o { Some(t.clone()) } else { None });
-            assert_eq!(text.as_deref(), Some(format!("Too much content sent! Expected {declared} bytes").as_str()));
+            let slots = client.serializer.tape.to_slots();
+            let at = TapeView::new(&slots, &client.serializer.tape, client.read_buffer()).base;
+            let error = [CHANNEL_ERROR_VIOLATION, CHANNEL_ERROR_METHOD, CHANNEL_ERROR_BODY_SIZE].map(|slot| slots[at + slot]);
+            assert_eq!(error, [ViolationKind::TooMuchContent as u8 as f64, 0.0, declared as f64]);
             client.receive(&frame::HEARTBEAT);
             assert_eq!(events(&client), vec![(TapeEvent::Heartbeat as u8, 0, 0)]);
         }
@@ -1153,6 +1155,7 @@ mod tests {
 /// server core, at every read size that matters.
 #[cfg(test)]
 mod pair_tests {
+    use crate::content::Violation;
     use crate::spec;
     use crate::test_support::{Pair, Seen, TestValue};
 
@@ -1163,8 +1166,8 @@ mod pair_tests {
         Seen::Message { channel, id: spec::BASIC_DELIVER.id, content: content.to_vec() }
     }
 
-    fn refused(channel: u16, text: &str, blamed: u32) -> Seen {
-        Seen::ChannelError { channel, code: spec::UNEXPECTED_FRAME, text: text.into(), blamed }
+    fn refused(channel: u16, violation: Violation) -> Seen {
+        Seen::ChannelError { channel, violation }
     }
 
     #[test]
@@ -1216,7 +1219,7 @@ mod pair_tests {
             pair.method(1, spec::CHANNEL_CLOSE_OK.id, &[]);
             pair.method(1, spec::CHANNEL_OPEN_OK.id, &[("channelId", TestValue::Bytes(Vec::new()))]).deliver(1, 3, b"after");
             let expected = [
-                refused(1, "Expected content frame after headers", spec::BASIC_DELIVER.id),
+                refused(1, Violation::ContentExpected { blamed: spec::BASIC_DELIVER.id }),
                 delivered(2, b"other channel"),
                 Seen::Method { channel: 1, id: spec::CHANNEL_CLOSE_OK.id },
                 Seen::Method { channel: 1, id: spec::CHANNEL_OPEN_OK.id },
@@ -1227,14 +1230,14 @@ mod pair_tests {
     }
 
     #[test]
-    fn frames_out_of_turn_are_refused_with_amqplib_s_words() {
+    fn frames_out_of_turn_are_refused_with_the_rule_they_broke() {
         const STRAY_BODY: [u8; 13] = [3, 0, 1, 0, 0, 0, 5, b's', b't', b'r', b'a', b'y', 0xce];
         type Send = dyn Fn(&mut Pair) -> &mut Pair;
         let cases: [(&Send, Seen); 4] = [
-            (&|p| p.deliver(1, 1, b"").raw(&STRAY_BODY), refused(1, "Expected BasicDeliver or BasicReturn; got <Content channel:1 size:NaN>", 0)),
-            (&|p| p.header(3, 10), refused(3, "Expected BasicDeliver or BasicReturn; got <BasicProperties channel:3>", 60)),
-            (&|p| p.message_method(1, spec::BASIC_DELIVER.id).message_method(1, spec::BASIC_DELIVER.id), refused(1, "Expected headers frame after delivery", spec::BASIC_DELIVER.id)),
-            (&|p| p.message_method(1, spec::BASIC_GET_OK.id).header(1, 10).header(1, 10), refused(1, "Expected content frame after headers", 60)),
+            (&|p| p.deliver(1, 1, b"").raw(&STRAY_BODY), refused(1, Violation::DeliveryExpected { channel: 1, class_id: 0 })),
+            (&|p| p.header(3, 10), refused(3, Violation::DeliveryExpected { channel: 3, class_id: 60 })),
+            (&|p| p.message_method(1, spec::BASIC_DELIVER.id).message_method(1, spec::BASIC_DELIVER.id), refused(1, Violation::HeaderExpected { blamed: spec::BASIC_DELIVER.id })),
+            (&|p| p.message_method(1, spec::BASIC_GET_OK.id).header(1, 10).header(1, 10), refused(1, Violation::ContentExpected { blamed: 60 })),
         ];
         for (send, error) in cases {
             for &chunk in READS {

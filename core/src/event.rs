@@ -4,6 +4,7 @@
 //! bindings' serializer, `tape.rs`), once, straight into what JS is handed.
 
 use crate::codec::CodecError;
+use crate::content::Violation;
 use std::ops::Range;
 
 /// Where events come from, as whoever takes them sees it (the connection core, for the
@@ -29,7 +30,7 @@ pub enum Event {
     Message { channel: u16, id: u32, args: Range<usize>, class_id: u16, properties: Range<usize>, body_size: u64, content: Content },
     Heartbeat { channel: u16 },
     /// A channel broke the content rules (`content.rs`): it is to close with this error.
-    ChannelError { channel: u16, code: u16, text: String, blamed: u32 },
+    ChannelError { channel: u16, violation: Violation },
     /// The stream can no longer be trusted: nothing more is read from it.
     ConnectionError { code: u16, text: String },
 }

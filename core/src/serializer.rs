@@ -5,6 +5,7 @@
 
 use crate::boundary::*;
 use crate::codec::{Decoder, Reader};
+use crate::content::Violation;
 use crate::event::{Content, Event, EventSource};
 use crate::spec;
 use crate::strings::Interner;
@@ -68,7 +69,7 @@ impl Serializer {
             }
             Event::Body { channel, content } => Ok(body(tape, channel, content)),
             Event::Heartbeat { channel } => Ok(tape.begin_event(TapeEvent::Heartbeat, channel, 0)),
-            Event::ChannelError { channel, code, text, blamed } => Ok(channel_error(tape, channel, code, text, blamed)),
+            Event::ChannelError { channel, violation } => Ok(channel_error(tape, channel, violation)),
             Event::ConnectionError { code, text } => Ok(error_event(tape, code, text)),
         };
         match at {
@@ -138,12 +139,13 @@ fn mark_message_properties(tape: &mut Tape, at: usize) {
     tape.set(at + MESSAGE_PROPERTIES, (tape.len() - at) as f64);
 }
 
-/// Starts the event of a channel error: its code, text and the method blamed.
-fn channel_error(tape: &mut Tape, channel: u16, code: u16, text: String, blamed: u32) -> usize {
-    let text = tape.object(Obj::Text(text));
-    let at = tape.begin_event(TapeEvent::ChannelError, channel, code as u32);
-    debug_assert_eq!(tape.len() + 1, at + CHANNEL_ERROR_METHOD);
-    tape.extend(&[text, blamed as f64]);
+/// Starts the event of a channel error: its code, then which rule was broken and its
+/// parameters (JS words the message from them, lib/format.js).
+fn channel_error(tape: &mut Tape, channel: u16, violation: Violation) -> usize {
+    let at = tape.begin_event(TapeEvent::ChannelError, channel, violation.code() as u32);
+    debug_assert_eq!(tape.len(), at + CHANNEL_ERROR_VIOLATION);
+    debug_assert_eq!([CHANNEL_ERROR_METHOD, CHANNEL_ERROR_BODY_SIZE], [1, 2].map(|n| CHANNEL_ERROR_VIOLATION + n));
+    tape.extend(&[violation.kind() as u8 as f64, violation.blamed() as f64, violation.body_size() as f64]);
     at
 }
 
