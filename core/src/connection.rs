@@ -12,9 +12,9 @@
 
 use crate::codec::{CodecError, Reader};
 use crate::content::{carries_content, Assembly, Held, Stage, Violation};
-use crate::event::{Content, Event, EventSource};
+use crate::event::{Content, Event, EventSource, ProtocolError};
 use crate::frame::{self, parse_envelope, Envelope, OVERHEAD};
-use crate::spec::{self, FRAME_BODY, FRAME_ERROR, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD};
+use crate::spec::{self, FRAME_BODY, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD};
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 
@@ -93,18 +93,6 @@ pub struct Connection {
     /// to its tag is left unsettled: that channel, and where the frame ends. The next such
     /// ack on the channel, with nothing between, widens it (`send_acknowledgement`).
     settled_prefix: Option<(u16, usize)>,
-}
-
-/// A connection-level protocol error found while decoding.
-struct ProtocolError {
-    code: u32,
-    message: String,
-}
-
-impl From<CodecError> for ProtocolError {
-    fn from(e: CodecError) -> Self {
-        ProtocolError { code: FRAME_ERROR, message: e.to_string() }
-    }
 }
 
 impl Default for Connection {
@@ -327,7 +315,7 @@ impl Connection {
                     break;
                 }
                 Err(e) => {
-                    self.fail(ProtocolError { code: FRAME_ERROR, message: e.to_string() });
+                    self.fail(ProtocolError::Framing(e));
                     break;
                 }
             }
@@ -365,7 +353,7 @@ impl Connection {
     fn end_direct_body(&mut self, channel: u16, pos: usize) -> Result<(), ProtocolError> {
         self.frame_end_due = None;
         if self.read[pos] != spec::FRAME_END as u8 {
-            return Err(ProtocolError { code: FRAME_ERROR, message: frame::FrameError::BadFrameEnd.to_string() });
+            return Err(ProtocolError::Framing(frame::FrameError::BadFrameEnd));
         }
         if self.assembly_mut(channel).is_some_and(|a| a.remaining == 0) {
             self.complete_message(channel, None);
@@ -410,7 +398,7 @@ impl Connection {
         self.stages.clear();
         self.direct = None;
         self.frame_end_due = None;
-        self.events.push_back(Event::ConnectionError { code: e.code as u16, text: e.message });
+        self.events.push_back(Event::ConnectionError { error: e });
     }
 
     fn frame(&mut self, env: Envelope, pos: usize) -> Result<(), ProtocolError> {
@@ -424,7 +412,7 @@ impl Connection {
                 self.events.push_back(Event::Heartbeat { channel: env.channel });
                 Ok(())
             }
-            other => Err(ProtocolError { code: FRAME_ERROR, message: format!("Unknown frame type {other}") }),
+            _ => Err(ProtocolError::UnknownFrameType(env.kind)),
         }
     }
 
@@ -655,6 +643,7 @@ mod tests {
     use crate::boundary::{EVENT_CHANNEL, EVENT_ID, EVENT_KIND, EVENT_LENGTH, MESSAGE_ARGUMENTS, MESSAGE_BODY_SIZE, MESSAGE_PROPERTIES, TAPE_NEW_STRINGS};
     use crate::boundary::{TapeEvent, ViolationKind, CHANNEL_ERROR_BODY_SIZE, CHANNEL_ERROR_METHOD, CHANNEL_ERROR_VIOLATION};
     use crate::serializer::{Serializer, POOLED_BODY_MAX};
+    use crate::spec::FRAME_ERROR;
     use crate::spec_types::{ArgType, MethodSpec};
     use crate::tape::Obj;
     use crate::test_support::{content_head, method_frame, TapeView, TestValue};
@@ -1246,6 +1235,31 @@ mod pair_tests {
                 let seen = pair.read(chunk);
                 assert_eq!(seen.iter().filter(|s| matches!(s, Seen::ChannelError { .. })).collect::<Vec<_>>(), [&error], "read {chunk}");
             }
+        }
+    }
+
+    #[test]
+    fn a_stream_that_cannot_be_trusted_is_a_connection_error_with_what_broke_it() {
+        // (Arguments that do not decode are found by the serializer: see the tape's tests.)
+        use crate::codec::CodecError;
+        use crate::event::ProtocolError;
+        use crate::frame::FrameError;
+        let heartbeat = crate::frame::HEARTBEAT;
+        let mut bad_end = heartbeat;
+        bad_end[7] = 0;
+        let unknown_method = [1, 0, 0, 0, 0, 0, 4, 0, 0xff, 0, 0xff, 0xce];
+        let cases: [(&[u8], ProtocolError); 4] = [
+            (&[9, 0, 0, 0, 0, 0, 0, 0xce], ProtocolError::UnknownFrameType(9)),
+            (&bad_end, ProtocolError::Framing(FrameError::BadFrameEnd)),
+            (&[3, 0, 1, 0, 1, 0, 0], ProtocolError::Framing(FrameError::TooLarge { size: 65536, max: 4096 })),
+            (&unknown_method, ProtocolError::Decoding(CodecError::UnknownMethod)),
+        ];
+        for (bytes, error) in cases {
+            let mut pair = Pair::new(4096);
+            pair.client.set_max_frame_size(4096);
+            pair.raw(bytes).raw(&heartbeat);
+            assert_eq!(pair.read(usize::MAX), [Seen::ConnectionError { error: error.clone() }], "{error:?}");
+            assert_eq!(error.code(), spec::FRAME_ERROR as u16, "{error:?}");
         }
     }
 

@@ -6,7 +6,7 @@
 use crate::boundary::*;
 use crate::codec::{Decoder, Reader};
 use crate::content::Violation;
-use crate::event::{Content, Event, EventSource};
+use crate::event::{Content, Event, EventSource, ProtocolError};
 use crate::spec;
 use crate::strings::Interner;
 use crate::tape::{Obj, Tape};
@@ -70,7 +70,7 @@ impl Serializer {
             Event::Body { channel, content } => Ok(body(tape, channel, content)),
             Event::Heartbeat { channel } => Ok(tape.begin_event(TapeEvent::Heartbeat, channel, 0)),
             Event::ChannelError { channel, violation } => Ok(channel_error(tape, channel, violation)),
-            Event::ConnectionError { code, text } => Ok(error_event(tape, code, text)),
+            Event::ConnectionError { error } => Ok(error_event(tape, error)),
         };
         match at {
             Ok(at) => {
@@ -149,10 +149,10 @@ fn channel_error(tape: &mut Tape, channel: u16, violation: Violation) -> usize {
     at
 }
 
-/// Starts the event of a connection error.
-fn error_event(tape: &mut Tape, code: u16, message: String) -> usize {
-    let text = tape.object(Obj::Text(message));
-    let at = tape.begin_event(TapeEvent::ConnectionError, 0, code as u32);
+/// Starts the event of a connection error: its code and its message.
+fn error_event(tape: &mut Tape, error: ProtocolError) -> usize {
+    let text = tape.object(Obj::Text(error.to_string()));
+    let at = tape.begin_event(TapeEvent::ConnectionError, 0, error.code() as u32);
     debug_assert_eq!(tape.len(), at + CONNECTION_ERROR_TEXT);
     tape.push(text);
     at

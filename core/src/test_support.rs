@@ -221,7 +221,7 @@ pub enum Seen {
     Message { channel: u16, id: u32, content: Vec<u8> },
     ChannelError { channel: u16, violation: crate::content::Violation },
     Heartbeat,
-    ConnectionError { code: u32 },
+    ConnectionError { error: crate::event::ProtocolError },
 }
 
 /// A client core reading what a scripted server sends, deterministically: the server's
@@ -315,7 +315,7 @@ impl Pair {
                 Event::Message { channel, id, content, .. } => Seen::Message { channel, id, content: content.bytes(read).to_vec() },
                 Event::Heartbeat { .. } => Seen::Heartbeat,
                 Event::ChannelError { channel, violation } => Seen::ChannelError { channel, violation },
-                Event::ConnectionError { code, .. } => Seen::ConnectionError { code: code as u32 },
+                Event::ConnectionError { error } => Seen::ConnectionError { error },
             });
         }
         out
