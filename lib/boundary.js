@@ -65,10 +65,20 @@ const MESSAGE_LENGTH = 7;
 const MESSAGE_PROPERTIES = 8;
 // The first slot of the method's arguments.
 const MESSAGE_ARGUMENTS = 9;
-// Object index of the message.
-const CHANNEL_ERROR_TEXT = 4;
-// The method blamed (0 for none).
+// Which content rule (`ViolationKind`): lib/format.js words each.
+const CHANNEL_ERROR_VIOLATION = 4;
+// The method or properties class blamed (0 for none).
 const CHANNEL_ERROR_METHOD = 5;
+// The declared body size, for too much content; 0 otherwise.
+const CHANNEL_ERROR_BODY_SIZE = 6;
+// A method or body frame where a content header was due.
+const VIOLATION_HEADER_EXPECTED = 0;
+// A method or content header where a body frame was due.
+const VIOLATION_CONTENT_EXPECTED = 1;
+// A content header or body frame where no message was under way.
+const VIOLATION_DELIVERY_EXPECTED = 2;
+// Body frames adding up to more than the header declared.
+const VIOLATION_TOO_MUCH_CONTENT = 3;
 // Connected.
 const SOCKET_CONNECT = 1;
 // A read was parsed: `a` is its tape, `b` its objects (undefined when none), `c` its content slab.
@@ -116,8 +126,13 @@ module.exports = {
   MESSAGE_LENGTH,
   MESSAGE_PROPERTIES,
   MESSAGE_ARGUMENTS,
-  CHANNEL_ERROR_TEXT,
+  CHANNEL_ERROR_VIOLATION,
   CHANNEL_ERROR_METHOD,
+  CHANNEL_ERROR_BODY_SIZE,
+  VIOLATION_HEADER_EXPECTED,
+  VIOLATION_CONTENT_EXPECTED,
+  VIOLATION_DELIVERY_EXPECTED,
+  VIOLATION_TOO_MUCH_CONTENT,
   SOCKET_CONNECT,
   SOCKET_DATA,
   SOCKET_DRAIN,

@@ -2,13 +2,14 @@
 // The channel core under both API models: one RPC at a time with replies matched to their
 // requests, the closing handshake, publisher confirms, and handing messages on. A message
 // comes whole: the native core owns the content rules (core/src/content.rs), and reports frames
-// out of turn as a frame of id 0 carrying the channel error. Its internal interface is that
-// of amqplib's lib/channel.js.
+// out of turn as a channel error of their own (a ChannelViolation, lib/incoming.js), not a frame.
+// Its internal interface is that of amqplib's lib/channel.js.
 
 const EventEmitter = require('node:events');
 const { format: fmt } = require('node:util');
 const defs = require('./defs');
-const { closeMessage, methodName, inspect } = require('./format');
+const { closeMessage, methodName, inspect, violationText } = require('./format');
+const { ChannelViolation } = require('./incoming');
 const { IllegalOperationError, stackCapture } = require('./error');
 const safeEmit = require('./safe_emit');
 const Args = require('./api_args');
@@ -318,8 +319,6 @@ class Channel extends EventEmitter {
         return this.handOver(f, emitDelivery);
       case defs.BasicReturn:
         return this.handOver(f, emitReturn);
-      case 0: // content frames out of turn (see core/src/content.rs)
-        return this.closeWithError(f.blamed, f.text, f.code, new Error(f.text));
       case defs.BasicAck:
         return safeEmit(this, 'ack', f.fields);
       case defs.BasicNack:
@@ -331,8 +330,18 @@ class Channel extends EventEmitter {
       case defs.ChannelFlow:
         return this.closeWithError(f.id, 'Flow not implemented', constants.NOT_IMPLEMENTED, new Error('Flow not implemented'));
       default:
+        // Not a frame: content frames out of turn (see core/src/content.rs). Replies come
+        // here too, never deliveries, so the check costs the hot path nothing.
+        if (f instanceof ChannelViolation) return this.violated(f);
         return this.acceptReply(f);
     }
+  }
+
+  // The core found the channel breaking the content rules: it closes, as amqplib's does, with
+  // amqplib's words for the rule.
+  violated(v) {
+    const text = violationText(v);
+    return this.closeWithError(v.blamed, text, v.code, new Error(text));
   }
 
   closedByServer(f) {

@@ -16,7 +16,7 @@ const { TapeReader } = require('./tape');
 const {
   EVENT_CONNECTION_ERROR, EVENT_METHOD, EVENT_HEADER, EVENT_BODY, EVENT_POOLED_BODY, EVENT_MESSAGE, EVENT_CHANNEL_ERROR,
   EVENT_HEARTBEAT, EVENT_KIND, READ_BUDGET, TAPE_HELD, TAPE_END, EVENT_CHANNEL, EVENT_ID, EVENT_LENGTH, METHOD_ARGUMENTS, HEADER_BODY_SIZE, HEADER_PROPERTIES,
-  MESSAGE_BODY_SIZE, MESSAGE_PROPERTIES, MESSAGE_ARGUMENTS, CHANNEL_ERROR_TEXT, CHANNEL_ERROR_METHOD, CONNECTION_ERROR_TEXT,
+  MESSAGE_BODY_SIZE, MESSAGE_PROPERTIES, MESSAGE_ARGUMENTS, CHANNEL_ERROR_VIOLATION, CHANNEL_ERROR_METHOD, CHANNEL_ERROR_BODY_SIZE, CONNECTION_ERROR_TEXT,
 } = require('./boundary');
 
 class Incoming {
@@ -182,9 +182,9 @@ class Incoming {
         f.content = reader.messageContent(t, i);
         return f;
       }
-      // Content frames out of turn: the channel is to close with this error (id 0 is no method's).
+      // Content frames out of turn: the channel is to close with this error.
       case EVENT_CHANNEL_ERROR:
-        return { id: 0, channel, code: id, text: reader.obj(t[i + CHANNEL_ERROR_TEXT]), blamed: t[i + CHANNEL_ERROR_METHOD] };
+        return new ChannelViolation(channel, id, t[i + CHANNEL_ERROR_VIOLATION], t[i + CHANNEL_ERROR_METHOD], t[i + CHANNEL_ERROR_BODY_SIZE]);
       case EVENT_HEADER:
         return { id, channel, size: t[i + HEADER_BODY_SIZE], fields: reader.properties(id, t, i + HEADER_PROPERTIES) };
       case EVENT_POOLED_BODY:
@@ -203,6 +203,20 @@ class Incoming {
   }
 }
 
+// A channel error the core found (a content rule broken, core/src/content.rs): not a frame, so
+// that no frame's id need stand for it; the channel it names closes with it. `kind` is which
+// rule (lib/boundary.js's VIOLATION_*), worded with its parameters by lib/format.js; `code` is
+// the reply code; `blamed` the method or properties class at fault, 0 for a body frame.
+class ChannelViolation {
+  constructor(channel, code, kind, blamed, bodySize) {
+    this.channel = channel;
+    this.code = code;
+    this.kind = kind;
+    this.blamed = blamed;
+    this.bodySize = bodySize;
+  }
+}
+
 // Before the first read, and once a read's tape is released: no events (its end is 0).
 const EMPTY_TAPE = new Float64Array(TAPE_END + 1);
 
@@ -211,4 +225,4 @@ function messageFrame() {
   return { id: 0, channel: 0, fields: null, size: 0, properties: null, content: null };
 }
 
-module.exports = { Incoming };
+module.exports = { Incoming, ChannelViolation };

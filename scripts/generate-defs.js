@@ -240,9 +240,21 @@ const TAPE_EVENTS = [
     name: 'channel_error',
     kind: 6,
     doc: "A channel's content frames broke the protocol: `id` is the reply code.",
-    slots: [['text', 'Object index of the message.'], ['method', 'The method blamed (0 for none).']],
+    slots: [
+      ['violation', 'Which content rule (`ViolationKind`): lib/format.js words each.'],
+      ['method', 'The method or properties class blamed (0 for none).'],
+      ['body_size', 'The declared body size, for too much content; 0 otherwise.'],
+    ],
   },
   { name: 'heartbeat', kind: 8, doc: 'A heartbeat frame.', slots: [] },
+];
+// The content rules a channel can break (core/src/content.rs's `Violation`), as a channel error
+// event numbers them; lib/format.js has the words for each, as amqplib's channel has them.
+const VIOLATIONS = [
+  ['header_expected', 0, 'A method or body frame where a content header was due.'],
+  ['content_expected', 1, 'A method or content header where a body frame was due.'],
+  ['delivery_expected', 2, 'A content header or body frame where no message was under way.'],
+  ['too_much_content', 3, 'Body frames adding up to more than the header declared.'],
 ];
 // What the native socket tells JS through its one callback, `onEvent(kind, a, b, c)`.
 const SOCKET_EVENTS = [
@@ -279,6 +291,10 @@ function rustBoundary() {
   out.push(`/// Slots every event starts with.`, `pub const EVENT_HEAD_SLOTS: usize = ${EVENT_HEAD.length};`);
   for (const [name, slot, doc] of slotPositions()) out.push(`/// ${doc}`, `pub const ${name}: usize = ${slot};`);
   out.push(`/// ${READ_BUDGET[1]}`, `pub const READ_BUDGET: usize = ${READ_BUDGET[0]};`);
+  out.push('', '/// The content rules a channel error reports (`content.rs`).', '#[repr(u8)]', '#[derive(Clone, Copy, Debug, PartialEq, Eq)]', 'pub enum ViolationKind {');
+  for (const [name, code, doc] of VIOLATIONS) out.push(`    /// ${doc}`, `    ${pascal(name.replace(/_/g, '-'))} = ${code},`);
+  out.push('}', '', 'impl ViolationKind {', '    /// Every kind, in the order of their numbers.');
+  out.push(`    pub const ALL: [ViolationKind; ${VIOLATIONS.length}] = [${VIOLATIONS.map(([name]) => `ViolationKind::${pascal(name.replace(/_/g, '-'))}`).join(', ')}];`, '}');
   out.push('', '/// What the native socket tells JS.', '#[repr(i32)]', '#[derive(Clone, Copy, Debug, PartialEq, Eq)]', 'pub enum SocketEvent {');
   for (const [name, code, doc] of SOCKET_EVENTS) out.push(`    /// ${doc}`, `    ${pascal(name)} = ${code},`);
   out.push('}', '');
@@ -295,6 +311,7 @@ function jsBoundary() {
   for (const e of TAPE_EVENTS) define(`EVENT_${upper(e.name)}`, e.kind, e.doc);
   define('EVENT_HEAD_SLOTS', EVENT_HEAD.length, 'Slots every event starts with.');
   for (const [name, slot, doc] of slotPositions()) define(name, slot, doc);
+  for (const [name, code, doc] of VIOLATIONS) define(`VIOLATION_${upper(name)}`, code, doc);
   for (const [name, code, doc] of SOCKET_EVENTS) define(`SOCKET_${upper(name)}`, code, doc);
   define('READ_BUDGET', READ_BUDGET[0], READ_BUDGET[1]);
   out.push('', `module.exports = {\n${names.map((n) => `  ${n},`).join('\n')}\n};`, '');

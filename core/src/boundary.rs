@@ -70,12 +70,33 @@ pub const MESSAGE_LENGTH: usize = 7;
 pub const MESSAGE_PROPERTIES: usize = 8;
 /// The first slot of the method's arguments.
 pub const MESSAGE_ARGUMENTS: usize = 9;
-/// Object index of the message.
-pub const CHANNEL_ERROR_TEXT: usize = 4;
-/// The method blamed (0 for none).
+/// Which content rule (`ViolationKind`): lib/format.js words each.
+pub const CHANNEL_ERROR_VIOLATION: usize = 4;
+/// The method or properties class blamed (0 for none).
 pub const CHANNEL_ERROR_METHOD: usize = 5;
+/// The declared body size, for too much content; 0 otherwise.
+pub const CHANNEL_ERROR_BODY_SIZE: usize = 6;
 /// Bytes a connection takes in before the event loop gets a turn (timers, other sockets).
 pub const READ_BUDGET: usize = 2097152;
+
+/// The content rules a channel error reports (`content.rs`).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ViolationKind {
+    /// A method or body frame where a content header was due.
+    HeaderExpected = 0,
+    /// A method or content header where a body frame was due.
+    ContentExpected = 1,
+    /// A content header or body frame where no message was under way.
+    DeliveryExpected = 2,
+    /// Body frames adding up to more than the header declared.
+    TooMuchContent = 3,
+}
+
+impl ViolationKind {
+    /// Every kind, in the order of their numbers.
+    pub const ALL: [ViolationKind; 4] = [ViolationKind::HeaderExpected, ViolationKind::ContentExpected, ViolationKind::DeliveryExpected, ViolationKind::TooMuchContent];
+}
 
 /// What the native socket tells JS.
 #[repr(i32)]

@@ -12,9 +12,9 @@
 
 use crate::codec::{CodecError, Reader};
 use crate::content::{carries_content, Assembly, Held, Stage, Violation};
-use crate::event::{Content, Event, EventSource};
+use crate::event::{Content, Event, EventSource, ProtocolError};
 use crate::frame::{self, parse_envelope, Envelope, OVERHEAD};
-use crate::spec::{self, FRAME_BODY, FRAME_ERROR, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD};
+use crate::spec::{self, FRAME_BODY, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD};
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 
@@ -96,18 +96,6 @@ pub struct Connection {
     /// to its tag is left unsettled: that channel, and where the frame ends. The next such
     /// ack on the channel, with nothing between, widens it (`send_acknowledgement`).
     settled_prefix: Option<(u16, usize)>,
-}
-
-/// A connection-level protocol error found while decoding.
-struct ProtocolError {
-    code: u32,
-    message: String,
-}
-
-impl From<CodecError> for ProtocolError {
-    fn from(e: CodecError) -> Self {
-        ProtocolError { code: FRAME_ERROR, message: e.to_string() }
-    }
 }
 
 impl Default for Connection {
@@ -331,7 +319,7 @@ impl Connection {
                     break;
                 }
                 Err(e) => {
-                    self.fail(ProtocolError { code: FRAME_ERROR, message: e.to_string() });
+                    self.fail(ProtocolError::Framing(e));
                     break;
                 }
             }
@@ -369,7 +357,7 @@ impl Connection {
     fn end_direct_body(&mut self, channel: u16, pos: usize) -> Result<(), ProtocolError> {
         self.frame_end_due = None;
         if self.read[pos] != spec::FRAME_END as u8 {
-            return Err(ProtocolError { code: FRAME_ERROR, message: frame::FrameError::BadFrameEnd.to_string() });
+            return Err(ProtocolError::Framing(frame::FrameError::BadFrameEnd));
         }
         if self.assembly_mut(channel).is_some_and(|a| a.remaining == 0) {
             self.complete_message(channel, None);
@@ -415,7 +403,7 @@ impl Connection {
         self.acks.clear();
         self.direct = None;
         self.frame_end_due = None;
-        self.events.push_back(Event::ConnectionError { code: e.code as u16, text: e.message });
+        self.events.push_back(Event::ConnectionError { error: e });
     }
 
     fn frame(&mut self, env: Envelope, pos: usize) -> Result<(), ProtocolError> {
@@ -429,7 +417,7 @@ impl Connection {
                 self.events.push_back(Event::Heartbeat { channel: env.channel });
                 Ok(())
             }
-            other => Err(ProtocolError { code: FRAME_ERROR, message: format!("Unknown frame type {other}") }),
+            _ => Err(ProtocolError::UnknownFrameType(env.kind)),
         }
     }
 
@@ -546,7 +534,7 @@ impl Connection {
     /// until it is closed.
     fn refuse(&mut self, channel: u16, violation: Violation) {
         self.stages.insert(channel, Stage::Refused);
-        self.events.push_back(Event::ChannelError { channel, code: spec::UNEXPECTED_FRAME as u16, text: violation.text, blamed: violation.blamed });
+        self.events.push_back(Event::ChannelError { channel, violation });
     }
 
     /// Whether the last read brought events to poll.
@@ -665,8 +653,9 @@ impl EventSource for Connection {
 mod tests {
     use super::*;
     use crate::boundary::{EVENT_CHANNEL, EVENT_ID, EVENT_KIND, EVENT_LENGTH, MESSAGE_ARGUMENTS, MESSAGE_BODY_SIZE, MESSAGE_PROPERTIES, TAPE_NEW_STRINGS};
-    use crate::boundary::TapeEvent;
+    use crate::boundary::{TapeEvent, ViolationKind, CHANNEL_ERROR_BODY_SIZE, CHANNEL_ERROR_METHOD, CHANNEL_ERROR_VIOLATION};
     use crate::serializer::{Serializer, POOLED_BODY_MAX};
+    use crate::spec::FRAME_ERROR;
     use crate::spec_types::{ArgType, MethodSpec};
     use crate::tape::Obj;
     use crate::test_support::{content_head, method_frame, TapeView, TestValue};
@@ -1333,8 +1322,10 @@ mod tests {
             let mut client = opened();
             client.receive(&bytes);
             assert_eq!(events(&client), vec![(TapeEvent::ChannelError as u8, 1, spec::UNEXPECTED_FRAME)]);
-            let text = client.serializer.tape.objects.iter().find_map(|o| if let Obj::Text(t) = o { Some(t.clone()) } else { None });
-            assert_eq!(text.as_deref(), Some(format!("Too much content sent! Expected {declared} bytes").as_str()));
+            let slots = client.serializer.tape.to_slots();
+            let at = TapeView::new(&slots, &client.serializer.tape, client.read_buffer()).base;
+            let error = [CHANNEL_ERROR_VIOLATION, CHANNEL_ERROR_METHOD, CHANNEL_ERROR_BODY_SIZE].map(|slot| slots[at + slot]);
+            assert_eq!(error, [ViolationKind::TooMuchContent as u8 as f64, 0.0, declared as f64]);
             client.receive(&frame::HEARTBEAT);
             assert_eq!(events(&client), vec![(TapeEvent::Heartbeat as u8, 0, 0)]);
         }
@@ -1386,6 +1377,7 @@ mod tests {
 /// server core, at every read size that matters.
 #[cfg(test)]
 mod pair_tests {
+    use crate::content::Violation;
     use crate::spec;
     use crate::test_support::{Pair, Seen, TestValue};
 
@@ -1396,8 +1388,8 @@ mod pair_tests {
         Seen::Message { channel, id: spec::BASIC_DELIVER.id, content: content.to_vec() }
     }
 
-    fn refused(channel: u16, text: &str, blamed: u32) -> Seen {
-        Seen::ChannelError { channel, code: spec::UNEXPECTED_FRAME, text: text.into(), blamed }
+    fn refused(channel: u16, violation: Violation) -> Seen {
+        Seen::ChannelError { channel, violation }
     }
 
     #[test]
@@ -1449,7 +1441,7 @@ mod pair_tests {
             pair.method(1, spec::CHANNEL_CLOSE_OK.id, &[]);
             pair.method(1, spec::CHANNEL_OPEN_OK.id, &[("channelId", TestValue::Bytes(Vec::new()))]).deliver(1, 3, b"after");
             let expected = [
-                refused(1, "Expected content frame after headers", spec::BASIC_DELIVER.id),
+                refused(1, Violation::ContentExpected { blamed: spec::BASIC_DELIVER.id }),
                 delivered(2, b"other channel"),
                 Seen::Method { channel: 1, id: spec::CHANNEL_CLOSE_OK.id },
                 Seen::Method { channel: 1, id: spec::CHANNEL_OPEN_OK.id },
@@ -1460,14 +1452,14 @@ mod pair_tests {
     }
 
     #[test]
-    fn frames_out_of_turn_are_refused_with_amqplib_s_words() {
+    fn frames_out_of_turn_are_refused_with_the_rule_they_broke() {
         const STRAY_BODY: [u8; 13] = [3, 0, 1, 0, 0, 0, 5, b's', b't', b'r', b'a', b'y', 0xce];
         type Send = dyn Fn(&mut Pair) -> &mut Pair;
         let cases: [(&Send, Seen); 4] = [
-            (&|p| p.deliver(1, 1, b"").raw(&STRAY_BODY), refused(1, "Expected BasicDeliver or BasicReturn; got <Content channel:1 size:NaN>", 0)),
-            (&|p| p.header(3, 10), refused(3, "Expected BasicDeliver or BasicReturn; got <BasicProperties channel:3>", 60)),
-            (&|p| p.message_method(1, spec::BASIC_DELIVER.id).message_method(1, spec::BASIC_DELIVER.id), refused(1, "Expected headers frame after delivery", spec::BASIC_DELIVER.id)),
-            (&|p| p.message_method(1, spec::BASIC_GET_OK.id).header(1, 10).header(1, 10), refused(1, "Expected content frame after headers", 60)),
+            (&|p| p.deliver(1, 1, b"").raw(&STRAY_BODY), refused(1, Violation::DeliveryExpected { channel: 1, class_id: 0 })),
+            (&|p| p.header(3, 10), refused(3, Violation::DeliveryExpected { channel: 3, class_id: 60 })),
+            (&|p| p.message_method(1, spec::BASIC_DELIVER.id).message_method(1, spec::BASIC_DELIVER.id), refused(1, Violation::HeaderExpected { blamed: spec::BASIC_DELIVER.id })),
+            (&|p| p.message_method(1, spec::BASIC_GET_OK.id).header(1, 10).header(1, 10), refused(1, Violation::ContentExpected { blamed: 60 })),
         ];
         for (send, error) in cases {
             for &chunk in READS {
@@ -1476,6 +1468,31 @@ mod pair_tests {
                 let seen = pair.read(chunk);
                 assert_eq!(seen.iter().filter(|s| matches!(s, Seen::ChannelError { .. })).collect::<Vec<_>>(), [&error], "read {chunk}");
             }
+        }
+    }
+
+    #[test]
+    fn a_stream_that_cannot_be_trusted_is_a_connection_error_with_what_broke_it() {
+        // (Arguments that do not decode are found by the serializer: see the tape's tests.)
+        use crate::codec::CodecError;
+        use crate::event::ProtocolError;
+        use crate::frame::FrameError;
+        let heartbeat = crate::frame::HEARTBEAT;
+        let mut bad_end = heartbeat;
+        bad_end[7] = 0;
+        let unknown_method = [1, 0, 0, 0, 0, 0, 4, 0, 0xff, 0, 0xff, 0xce];
+        let cases: [(&[u8], ProtocolError); 4] = [
+            (&[9, 0, 0, 0, 0, 0, 0, 0xce], ProtocolError::UnknownFrameType(9)),
+            (&bad_end, ProtocolError::Framing(FrameError::BadFrameEnd)),
+            (&[3, 0, 1, 0, 1, 0, 0], ProtocolError::Framing(FrameError::TooLarge { size: 65536, max: 4096 })),
+            (&unknown_method, ProtocolError::Decoding(CodecError::UnknownMethod)),
+        ];
+        for (bytes, error) in cases {
+            let mut pair = Pair::new(4096);
+            pair.client.set_max_frame_size(4096);
+            pair.raw(bytes).raw(&heartbeat);
+            assert_eq!(pair.read(usize::MAX), [Seen::ConnectionError { error: error.clone() }], "{error:?}");
+            assert_eq!(error.code(), spec::FRAME_ERROR as u16, "{error:?}");
         }
     }
 

@@ -1,13 +1,15 @@
 //! The content rules of a channel: a delivery, return or get-ok is its method frame, then a
 //! header, then (unless the header declares an empty body) body frames adding up to exactly
 //! the declared size, all on its channel; other methods may come in between. This module is
-//! the one owner of those rules: [`Stage`] is where a channel is in a message, and the
-//! errors are the ones amqplib's channel raises, with the spec's code (505, unexpected
-//! frame). `connection.rs` applies them to a channel from the channel.open-ok it receives
-//! until the channel closes. Elsewhere (channel 0, a channel not opened by the peer, as when
+//! the one owner of those rules: [`Stage`] is where a channel is in a message, and a
+//! [`Violation`] is the rule broken, one for each error amqplib's channel raises, with the
+//! spec's code (505, unexpected frame) and what its message needs (JS words it).
+//! `connection.rs` applies them to a channel from the channel.open-ok it receives until the
+//! channel closes. Elsewhere (channel 0, a channel not opened by the peer, as when
 //! amqplib's tests play the server) frames are handed on one by one, as amqplib's
 //! connection hands them to its channels.
 
+use crate::boundary::ViolationKind;
 use crate::spec;
 use crate::spec_types::MethodSpec;
 use std::ops::Range;
@@ -77,50 +79,136 @@ impl Stage {
     }
 }
 
-/// A channel error: what the channel is told, as amqplib's words it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Violation {
-    pub text: String,
-    /// The method (or properties class) blamed; 0 for a body frame.
-    pub blamed: u32,
+/// A channel error: the content rule a channel broke, with what amqplib's message about it
+/// needs. The words are JS's (lib/format.js, `violationText`), which has them as amqplib's
+/// channel does; the tape carries [`Violation::kind`] and these fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Violation {
+    /// A method or body frame where a content header was due; `blamed` is the method, or 0
+    /// for a body frame.
+    HeaderExpected { blamed: u32 },
+    /// A method or content header where a body frame was due; `blamed` is the method, or the
+    /// header's class.
+    ContentExpected { blamed: u32 },
+    /// A content header (of class `class_id`) or, when `class_id` is 0, a body frame where no
+    /// message was under way: amqplib expected a delivery or a return.
+    DeliveryExpected { channel: u16, class_id: u16 },
+    /// Body frames adding up to more than the `body_size` the header declared.
+    TooMuchContent { body_size: u64 },
 }
 
 impl Violation {
-    fn new(text: impl Into<String>, blamed: u32) -> Self {
-        Violation { text: text.into(), blamed }
-    }
-
     /// A content method while the previous message is unfinished.
     pub fn method_out_of_turn(stage: &Stage, method_id: u32) -> Self {
         match stage {
-            Stage::Body { .. } => Violation::new(CONTENT_EXPECTED, method_id),
-            _ => Violation::new(HEADER_EXPECTED, method_id),
+            Stage::Body { .. } => Violation::ContentExpected { blamed: method_id },
+            _ => Violation::HeaderExpected { blamed: method_id },
         }
     }
 
     /// A header anywhere but after a content method.
     pub fn header_out_of_turn(stage: &Stage, channel: u16, class_id: u16) -> Self {
         match stage {
-            Stage::Body { .. } => Violation::new(CONTENT_EXPECTED, class_id as u32),
-            _ => Violation::new(format!("{METHOD_EXPECTED}<BasicProperties channel:{channel}>"), class_id as u32),
+            Stage::Body { .. } => Violation::ContentExpected { blamed: class_id as u32 },
+            _ => Violation::DeliveryExpected { channel, class_id },
         }
     }
 
     /// A body frame anywhere but after a header.
     pub fn body_out_of_turn(stage: &Stage, channel: u16) -> Self {
         match stage {
-            Stage::Header { .. } => Violation::new(HEADER_EXPECTED, 0),
-            // amqplib renders a body frame's missing size as NaN.
-            _ => Violation::new(format!("{METHOD_EXPECTED}<Content channel:{channel} size:NaN>"), 0),
+            Stage::Header { .. } => Violation::HeaderExpected { blamed: 0 },
+            _ => Violation::DeliveryExpected { channel, class_id: 0 },
         }
     }
 
     /// Body frames adding up to more than the header declared.
     pub fn too_much_content(body_size: u64) -> Self {
-        Violation::new(format!("Too much content sent! Expected {body_size} bytes"), 0)
+        Violation::TooMuchContent { body_size }
+    }
+
+    /// The reply code the channel closes with: every content rule broken is an unexpected
+    /// frame, as amqplib's channel reports it.
+    pub fn code(&self) -> u16 {
+        spec::UNEXPECTED_FRAME as u16
+    }
+
+    /// Which rule, as the tape numbers it (generated, so JS's table of words has one entry
+    /// for each).
+    pub fn kind(&self) -> ViolationKind {
+        match self {
+            Violation::HeaderExpected { .. } => ViolationKind::HeaderExpected,
+            Violation::ContentExpected { .. } => ViolationKind::ContentExpected,
+            Violation::DeliveryExpected { .. } => ViolationKind::DeliveryExpected,
+            Violation::TooMuchContent { .. } => ViolationKind::TooMuchContent,
+        }
+    }
+
+    /// The method (or properties class) the error blames, for its `classId` and `methodId`;
+    /// 0 for a body frame, which amqplib's channel blames on no method.
+    pub fn blamed(&self) -> u32 {
+        match *self {
+            Violation::HeaderExpected { blamed } | Violation::ContentExpected { blamed } => blamed,
+            Violation::DeliveryExpected { class_id, .. } => class_id as u32,
+            Violation::TooMuchContent { .. } => 0,
+        }
+    }
+
+    /// The declared body size, for the variant whose words have it; 0 otherwise.
+    pub fn body_size(&self) -> u64 {
+        match *self {
+            Violation::TooMuchContent { body_size } => body_size,
+            _ => 0,
+        }
     }
 }
 
-const METHOD_EXPECTED: &str = "Expected BasicDeliver or BasicReturn; got ";
-const HEADER_EXPECTED: &str = "Expected headers frame after delivery";
-const CONTENT_EXPECTED: &str = "Expected content frame after headers";
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(id: u32) -> Held {
+        Held { id, range: 0..0 }
+    }
+
+    fn in_body() -> Stage {
+        Stage::Body { method: held(spec::BASIC_DELIVER.id), properties: held(60), body_size: 9, assembly: Assembly::default() }
+    }
+
+    #[test]
+    fn each_violation_carries_its_code_kind_and_parameters() {
+        let header = Stage::Header { method: held(spec::BASIC_DELIVER.id) };
+        let deliver = spec::BASIC_DELIVER.id;
+        // (violation, the variant expected, kind, blamed, body size)
+        let cases = [
+            (Violation::method_out_of_turn(&header, deliver), Violation::HeaderExpected { blamed: deliver }, ViolationKind::HeaderExpected, deliver, 0),
+            (Violation::body_out_of_turn(&header, 4), Violation::HeaderExpected { blamed: 0 }, ViolationKind::HeaderExpected, 0, 0),
+            (Violation::method_out_of_turn(&in_body(), deliver), Violation::ContentExpected { blamed: deliver }, ViolationKind::ContentExpected, deliver, 0),
+            (Violation::header_out_of_turn(&in_body(), 4, 60), Violation::ContentExpected { blamed: 60 }, ViolationKind::ContentExpected, 60, 0),
+            (Violation::header_out_of_turn(&Stage::Idle, 4, 60), Violation::DeliveryExpected { channel: 4, class_id: 60 }, ViolationKind::DeliveryExpected, 60, 0),
+            (Violation::body_out_of_turn(&Stage::Idle, 4), Violation::DeliveryExpected { channel: 4, class_id: 0 }, ViolationKind::DeliveryExpected, 0, 0),
+            (Violation::too_much_content(9), Violation::TooMuchContent { body_size: 9 }, ViolationKind::TooMuchContent, 0, 9),
+        ];
+        for (violation, expected, kind, blamed, body_size) in cases {
+            assert_eq!(violation, expected);
+            assert_eq!(violation.code(), spec::UNEXPECTED_FRAME as u16, "{violation:?}");
+            assert_eq!(violation.kind(), kind, "{violation:?}");
+            assert_eq!(violation.blamed(), blamed, "{violation:?}");
+            assert_eq!(violation.body_size(), body_size, "{violation:?}");
+        }
+    }
+
+    #[test]
+    fn every_kind_the_tape_numbers_is_some_violation_s() {
+        let made: Vec<ViolationKind> = [
+            Violation::HeaderExpected { blamed: 0 },
+            Violation::ContentExpected { blamed: 0 },
+            Violation::DeliveryExpected { channel: 1, class_id: 0 },
+            Violation::TooMuchContent { body_size: 0 },
+        ]
+        .iter()
+        .map(Violation::kind)
+        .collect();
+        assert_eq!(made, ViolationKind::ALL);
+    }
+}

@@ -4,6 +4,9 @@
 //! bindings' serializer, `tape.rs`), once, straight into what JS is handed.
 
 use crate::codec::CodecError;
+use crate::content::Violation;
+use crate::frame::FrameError;
+use crate::spec::FRAME_ERROR;
 use std::ops::Range;
 
 /// Where events come from, as whoever takes them sees it (the connection core, for the
@@ -29,9 +32,45 @@ pub enum Event {
     Message { channel: u16, id: u32, args: Range<usize>, class_id: u16, properties: Range<usize>, body_size: u64, content: Content },
     Heartbeat { channel: u16 },
     /// A channel broke the content rules (`content.rs`): it is to close with this error.
-    ChannelError { channel: u16, code: u16, text: String, blamed: u32 },
+    ChannelError { channel: u16, violation: Violation },
     /// The stream can no longer be trusted: nothing more is read from it.
-    ConnectionError { code: u16, text: String },
+    ConnectionError { error: ProtocolError },
+}
+
+/// Why the stream can no longer be trusted: a connection error, with its reply code.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProtocolError {
+    /// A frame's envelope: its frame-end octet, or a size over the frame max.
+    Framing(FrameError),
+    /// A frame of a type the spec has none of.
+    UnknownFrameType(u8),
+    /// A method id or properties class unknown, or arguments or properties that do not decode.
+    Decoding(CodecError),
+}
+
+impl ProtocolError {
+    /// The reply code the connection closes with: each is a frame error in the spec's terms.
+    pub fn code(&self) -> u16 {
+        FRAME_ERROR as u16
+    }
+}
+
+impl From<CodecError> for ProtocolError {
+    fn from(e: CodecError) -> Self {
+        ProtocolError::Decoding(e)
+    }
+}
+
+/// The message JS reports, as amqplib words it; the codec's errors keep the words they have
+/// when thrown by the codec exports (`CodecError`'s Display), so they are worded once.
+impl std::fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProtocolError::Framing(e) => e.fmt(f),
+            ProtocolError::UnknownFrameType(kind) => write!(f, "Unknown frame type {kind}"),
+            ProtocolError::Decoding(e) => e.fmt(f),
+        }
+    }
 }
 
 /// A body's bytes.
@@ -51,6 +90,26 @@ impl Content {
             Content::Empty => &[],
             Content::Read(range) => &read[range.clone()],
             Content::Assembled(bytes) => bytes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_connection_error_carries_its_code_and_words_its_parameters_as_amqplib() {
+        let cases = [
+            (ProtocolError::UnknownFrameType(9), "Unknown frame type 9"),
+            (ProtocolError::Framing(FrameError::BadFrameEnd), "Invalid frame"),
+            (ProtocolError::Framing(FrameError::TooLarge { size: 65536, max: 16384 }), "Frame size 65536 exceeds maxFrameSize 16384"),
+            (ProtocolError::Decoding(CodecError::UnknownMethod), "Unknown class/method ID"),
+            (ProtocolError::Decoding(CodecError::Truncated), "Attempt to access memory outside buffer bounds"),
+        ];
+        for (error, text) in cases {
+            assert_eq!(error.code(), FRAME_ERROR as u16, "{error:?}");
+            assert_eq!(error.to_string(), text);
         }
     }
 }

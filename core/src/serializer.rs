@@ -5,7 +5,8 @@
 
 use crate::boundary::*;
 use crate::codec::{Decoder, Reader};
-use crate::event::{Content, Event, EventSource};
+use crate::content::Violation;
+use crate::event::{Content, Event, EventSource, ProtocolError};
 use crate::spec;
 use crate::strings::Interner;
 use crate::tape::{Obj, Tape};
@@ -68,8 +69,8 @@ impl Serializer {
             }
             Event::Body { channel, content } => Ok(body(tape, channel, content)),
             Event::Heartbeat { channel } => Ok(tape.begin_event(TapeEvent::Heartbeat, channel, 0)),
-            Event::ChannelError { channel, code, text, blamed } => Ok(channel_error(tape, channel, code, text, blamed)),
-            Event::ConnectionError { code, text } => Ok(error_event(tape, code, text)),
+            Event::ChannelError { channel, violation } => Ok(channel_error(tape, channel, violation)),
+            Event::ConnectionError { error } => Ok(error_event(tape, error)),
         };
         match at {
             Ok(at) => {
@@ -138,19 +139,20 @@ fn mark_message_properties(tape: &mut Tape, at: usize) {
     tape.set(at + MESSAGE_PROPERTIES, (tape.len() - at) as f64);
 }
 
-/// Starts the event of a channel error: its code, text and the method blamed.
-fn channel_error(tape: &mut Tape, channel: u16, code: u16, text: String, blamed: u32) -> usize {
-    let text = tape.object(Obj::Text(text));
-    let at = tape.begin_event(TapeEvent::ChannelError, channel, code as u32);
-    debug_assert_eq!(tape.len() + 1, at + CHANNEL_ERROR_METHOD);
-    tape.extend(&[text, blamed as f64]);
+/// Starts the event of a channel error: its code, then which rule was broken and its
+/// parameters (JS words the message from them, lib/format.js).
+fn channel_error(tape: &mut Tape, channel: u16, violation: Violation) -> usize {
+    let at = tape.begin_event(TapeEvent::ChannelError, channel, violation.code() as u32);
+    debug_assert_eq!(tape.len(), at + CHANNEL_ERROR_VIOLATION);
+    debug_assert_eq!([CHANNEL_ERROR_METHOD, CHANNEL_ERROR_BODY_SIZE], [1, 2].map(|n| CHANNEL_ERROR_VIOLATION + n));
+    tape.extend(&[violation.kind() as u8 as f64, violation.blamed() as f64, violation.body_size() as f64]);
     at
 }
 
-/// Starts the event of a connection error.
-fn error_event(tape: &mut Tape, code: u16, message: String) -> usize {
-    let text = tape.object(Obj::Text(message));
-    let at = tape.begin_event(TapeEvent::ConnectionError, 0, code as u32);
+/// Starts the event of a connection error: its code and its message.
+fn error_event(tape: &mut Tape, error: ProtocolError) -> usize {
+    let text = tape.object(Obj::Text(error.to_string()));
+    let at = tape.begin_event(TapeEvent::ConnectionError, 0, error.code() as u32);
     debug_assert_eq!(tape.len(), at + CONNECTION_ERROR_TEXT);
     tape.push(text);
     at

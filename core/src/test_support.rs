@@ -219,9 +219,9 @@ pub enum Seen {
     Body { channel: u16, content: Vec<u8> },
     /// A whole delivery, return or get-ok.
     Message { channel: u16, id: u32, content: Vec<u8> },
-    ChannelError { channel: u16, code: u32, text: String, blamed: u32 },
+    ChannelError { channel: u16, violation: crate::content::Violation },
     Heartbeat,
-    ConnectionError { code: u32 },
+    ConnectionError { error: crate::event::ProtocolError },
 }
 
 /// A client core reading what a scripted server sends, deterministically: the server's
@@ -314,8 +314,8 @@ impl Pair {
                 Event::Body { channel, content } => Seen::Body { channel, content: content.bytes(read).to_vec() },
                 Event::Message { channel, id, content, .. } => Seen::Message { channel, id, content: content.bytes(read).to_vec() },
                 Event::Heartbeat { .. } => Seen::Heartbeat,
-                Event::ChannelError { channel, code, text, blamed } => Seen::ChannelError { channel, code: code as u32, text, blamed },
-                Event::ConnectionError { code, .. } => Seen::ConnectionError { code: code as u32 },
+                Event::ChannelError { channel, violation } => Seen::ChannelError { channel, violation },
+                Event::ConnectionError { error } => Seen::ConnectionError { error },
             });
         }
         out
