@@ -1,0 +1,386 @@
+//! A safe layer over the Node-API calls the bindings make in several places. Its types carry
+//! the invariants the raw calls need, so that those calls' unsafe code is here, once each:
+//! - [`JsEnv<'call>`]: the env of a call Node is making into the addon (an entry point, a
+//!   finalizer, a poll callback's handle scope), live for `'call`. Made unsafely, once, where
+//!   Node hands the env over (or from napi-rs's `Env`, which napi-rs makes so);
+//! - [`Js<'call>`]: a handle to a JS value, valid for `'call` (Node's, or napi-rs's);
+//! - [`Reference`]: a strong reference, used and deleted only in the env that made it;
+//! - [`Finalize`] and [`Tagged`]: Rust data that Node owns (an External's, the instance
+//!   data), handed back exactly once to be released, and told apart by type tag.
+//!
+//! Only calls that run no JS are here (see `mod.rs`): a safe call here can never run the
+//! user's JS while a borrow is held. The calls that may (reading a user's value, calling a
+//! function, `napi_async_init`) stay with the code that keeps borrows out of their way
+//! (`marshal.rs`, `socket.rs`).
+
+use super::errors::{napi_ok, JsError};
+use napi::sys;
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::ptr;
+
+type Result<T> = std::result::Result<T, JsError>;
+
+/// The env of the current call into the addon, for `'call` (see the module documentation).
+#[derive(Clone, Copy)]
+pub(super) struct JsEnv<'call> {
+    raw: sys::napi_env,
+    call: PhantomData<&'call ()>,
+}
+
+/// A handle to a JS value, valid for `'call`.
+#[derive(Clone, Copy)]
+pub(super) struct Js<'call> {
+    raw: sys::napi_value,
+    call: PhantomData<&'call ()>,
+}
+
+impl<'call> Js<'call> {
+    fn new(raw: sys::napi_value) -> Self {
+        Js { raw, call: PhantomData }
+    }
+
+    /// # Safety
+    /// `raw` is a handle Node-API made or handed over in the current call (or handle scope),
+    /// which lasts at least `'call`.
+    pub(super) unsafe fn from_raw(raw: sys::napi_value) -> Self {
+        Js::new(raw)
+    }
+
+    /// The handle of a value napi-rs hands an entry point, valid for the call (`'call`, the
+    /// lifetime napi-rs gives it).
+    pub(super) fn of<V: napi::JsValue<'call>>(value: &V) -> Self {
+        Js::new(value.raw())
+    }
+
+    pub(super) fn raw(self) -> sys::napi_value {
+        self.raw
+    }
+
+    /// As napi-rs's value, to return from a napi-rs entry point in `env`.
+    pub(super) fn into_unknown(self, env: &'call napi::Env) -> napi::bindgen_prelude::Unknown<'call> {
+        // SAFETY: the handle is valid for `'call`, the call `env` is napi-rs's env of.
+        unsafe { napi::bindgen_prelude::Unknown::from_raw_unchecked(env.raw(), self.raw) }
+    }
+}
+
+/// What Node owns and hands back once, to be released in its env: an External's data (see
+/// [`Tagged`]), the instance data.
+pub(super) trait Finalize: Sized + 'static {
+    fn finalize(self, env: JsEnv<'_>);
+}
+
+/// The data of our Externals. `TAG` tells an External of ours holding a `Self` apart from any
+/// other: each type has its own.
+pub(super) trait Tagged: Finalize {
+    const TAG: sys::napi_type_tag;
+}
+
+/// The finalizer of a `Box<T>` Node owns.
+unsafe extern "C" fn finalize_box<T: Finalize>(env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // SAFETY: `data` is a Box<T> leaked to Node with this finalizer (`external`,
+    // `set_instance_data`), which Node calls exactly once.
+    let data = unsafe { Box::from_raw(data.cast::<T>()) };
+    // SAFETY: a finalizer runs on the env's thread, with the env live until it returns.
+    data.finalize(unsafe { JsEnv::from_raw(env) });
+}
+
+/// A strong reference to a JS value, made in one env and deleted there, once (it is not
+/// Copy, and `delete` takes it). Dropped without `delete`, it leaks the value, no worse.
+pub(super) struct Reference {
+    env: sys::napi_env,
+    raw: sys::napi_ref,
+}
+
+impl Reference {
+    /// The value, in `env` (refused in any other env than the one that made the reference).
+    pub(super) fn get<'call>(&self, env: JsEnv<'call>) -> Result<Js<'call>> {
+        if env.raw != self.env {
+            return Err(JsError::plain("A reference used in another env"));
+        }
+        let mut out = ptr::null_mut();
+        // SAFETY: a live reference (not deleted: `delete` takes it) of this env, which is live.
+        napi_ok(unsafe { sys::napi_get_reference_value(env.raw, self.raw, &mut out) })?;
+        Ok(Js::new(out))
+    }
+
+    /// Lets go of the value (leaking the reference if `env` is not the one that made it).
+    pub(super) fn delete(self, env: JsEnv<'_>) {
+        if env.raw == self.env {
+            // SAFETY: as for `get`; this is its last use.
+            unsafe { sys::napi_delete_reference(env.raw, self.raw) };
+        }
+    }
+}
+
+impl<'call> JsEnv<'call> {
+    /// # Safety
+    /// `raw` is the env Node handed to the current call (or to the handle scope the caller
+    /// holds for `'call`), on this thread, and stays live for `'call`.
+    pub(super) unsafe fn from_raw(raw: sys::napi_env) -> Self {
+        JsEnv { raw, call: PhantomData }
+    }
+
+    /// The env napi-rs hands an entry point: the env of its call.
+    pub(super) fn of(env: &'call napi::Env) -> Self {
+        JsEnv { raw: env.raw(), call: PhantomData }
+    }
+
+    pub(super) fn raw(self) -> sys::napi_env {
+        self.raw
+    }
+
+    /// The first `N` arguments of the call (undefined where fewer were given).
+    ///
+    /// # Safety
+    /// `info` is the callback info Node handed to the current call with this env.
+    pub(super) unsafe fn args<const N: usize>(self, info: sys::napi_callback_info) -> Result<[Js<'call>; N]> {
+        let mut args = [ptr::null_mut(); N];
+        let mut argc = N;
+        // SAFETY: `args` has room for `argc` values; `info` is the call's (the caller's promise).
+        napi_ok(unsafe { sys::napi_get_cb_info(self.raw, info, &mut argc, args.as_mut_ptr(), ptr::null_mut(), ptr::null_mut()) })?;
+        Ok(args.map(Js::new))
+    }
+
+    /// Makes a value through `make`, which calls Node-API with this env and an out-pointer.
+    /// Every caller's `make` makes a new value from plain Rust data: no JS runs.
+    fn make(self, make: impl FnOnce(sys::napi_env, &mut sys::napi_value) -> sys::napi_status) -> Result<Js<'call>> {
+        let mut out = ptr::null_mut();
+        napi_ok(make(self.raw, &mut out))?;
+        Ok(Js::new(out))
+    }
+
+    pub(super) fn undefined(self) -> Result<Js<'call>> {
+        // SAFETY (each `make` below): the env is live for `'call`; `out` is a live local, and
+        // any bytes passed are a live slice, for the duration of the call.
+        self.make(|env, out| unsafe { sys::napi_get_undefined(env, out) })
+    }
+
+    pub(super) fn null(self) -> Result<Js<'call>> {
+        self.make(|env, out| unsafe { sys::napi_get_null(env, out) })
+    }
+
+    pub(super) fn global(self) -> Result<Js<'call>> {
+        self.make(|env, out| unsafe { sys::napi_get_global(env, out) })
+    }
+
+    pub(super) fn double(self, value: f64) -> Result<Js<'call>> {
+        self.make(|env, out| unsafe { sys::napi_create_double(env, value, out) })
+    }
+
+    pub(super) fn int32(self, value: i32) -> Result<Js<'call>> {
+        self.make(|env, out| unsafe { sys::napi_create_int32(env, value, out) })
+    }
+
+    /// A string of UTF-8 `bytes`.
+    pub(super) fn string(self, bytes: &[u8]) -> Result<Js<'call>> {
+        self.make(|env, out| unsafe { sys::napi_create_string_utf8(env, bytes.as_ptr().cast(), bytes.len() as isize, out) })
+    }
+
+    /// A new Buffer with a copy of `bytes`.
+    pub(super) fn buffer_copy(self, bytes: &[u8]) -> Result<Js<'call>> {
+        let mut data = ptr::null_mut();
+        self.make(|env, out| unsafe { sys::napi_create_buffer_copy(env, bytes.len(), bytes.as_ptr().cast(), &mut data, out) })
+    }
+
+    /// An Array of `len` holes: made with its length, so that its store is allocated once at
+    /// its size (an empty array grows by steps to a store of 17 elements for the first).
+    pub(super) fn array_with_length(self, len: usize) -> Result<Js<'call>> {
+        self.make(|env, out| unsafe { sys::napi_create_array_with_length(env, len, out) })
+    }
+
+    /// A new ArrayBuffer of `len` bytes, and its store: whoever writes it through the pointer
+    /// (JS owns it) answers for the bounds, and for no JS running meanwhile (which could
+    /// detach it). Null for an empty one.
+    pub(super) fn arraybuffer(self, len: usize) -> Result<(Js<'call>, *mut u8)> {
+        let mut data = ptr::null_mut();
+        let buffer = self.make(|env, out| unsafe { sys::napi_create_arraybuffer(env, len, &mut data, out) })?;
+        Ok((buffer, data.cast()))
+    }
+
+    /// Defines own data properties of `object` (writable, enumerable and configurable, as an
+    /// assignment makes them), never consulting its prototypes, so no JS runs (see `mod.rs`):
+    /// `names`, each NUL-terminated and back to back, one for each of `values`.
+    pub(super) fn define_properties(self, object: Js<'call>, names: &[u8], values: &[Js<'call>]) -> Result<()> {
+        let mut names = names.split_inclusive(|&b| b == 0);
+        let descriptors = values
+            .iter()
+            .map(|value| match names.next() {
+                Some(name) if name.ends_with(&[0]) => Ok(sys::napi_property_descriptor {
+                    utf8name: name.as_ptr().cast(),
+                    name: ptr::null_mut(),
+                    method: None,
+                    getter: None,
+                    setter: None,
+                    value: value.raw,
+                    // All three (Node-API takes its fast CreateDataProperty path for exactly
+                    // this combination).
+                    attributes: sys::PropertyAttributes::writable | sys::PropertyAttributes::enumerable | sys::PropertyAttributes::configurable,
+                    data: ptr::null_mut(),
+                }),
+                _ => Err(JsError::plain("A property without its name")),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        // SAFETY: the env and values are live for `'call`; the descriptors' names are
+        // NUL-terminated (checked above) in `names`, which outlives the call.
+        napi_ok(unsafe { sys::napi_define_properties(self.raw, object.raw, descriptors.len(), descriptors.as_ptr()) })
+    }
+
+    /// Reads a value of type `T` through `read`, which calls Node-API with this env, the
+    /// value and an out-pointer: `None` if it is not of the type (no coercion: no JS runs).
+    fn read<T: Default>(self, value: Js<'call>, read: impl FnOnce(sys::napi_env, sys::napi_value, &mut T) -> sys::napi_status) -> Option<T> {
+        let mut out = T::default();
+        (read(self.raw, value.raw, &mut out) == sys::Status::napi_ok).then_some(out)
+    }
+
+    /// A number, not coerced: None for anything else.
+    pub(super) fn get_f64(self, value: Js<'call>) -> Option<f64> {
+        // SAFETY (each `read` below): the env and value are live for `'call`; `out` is a live
+        // local.
+        self.read(value, |env, value, out| unsafe { sys::napi_get_value_double(env, value, out) })
+    }
+
+    pub(super) fn get_u32(self, value: Js<'call>) -> Option<u32> {
+        self.read(value, |env, value, out| unsafe { sys::napi_get_value_uint32(env, value, out) })
+    }
+
+    pub(super) fn get_bool(self, value: Js<'call>) -> Option<bool> {
+        self.read(value, |env, value, out| unsafe { sys::napi_get_value_bool(env, value, out) })
+    }
+
+    /// Appends a string's UTF-8 (without its NUL) to `out`, at most `room - 1` bytes of it;
+    /// returns the bytes appended. A string has whole characters only: never a partial one.
+    pub(super) fn append_utf8(self, value: Js<'call>, out: &mut Vec<u8>, room: usize) -> Result<usize> {
+        out.reserve(room);
+        let at = out.len();
+        let mut written = 0usize;
+        // SAFETY: the env and value are live for `'call`; `out` has room for `room` bytes past
+        // `at`, which Node-API writes at most (the NUL included).
+        napi_ok(unsafe { sys::napi_get_value_string_utf8(self.raw, value.raw, out.as_mut_ptr().add(at).cast(), room, &mut written) })?;
+        // SAFETY: Node-API initialised `written` bytes (the NUL is not counted).
+        unsafe { out.set_len(at + written) };
+        Ok(written)
+    }
+
+    /// A string's length in UTF-8 bytes.
+    pub(super) fn utf8_len(self, value: Js<'call>) -> Result<usize> {
+        let mut len = 0;
+        // SAFETY: the env and value are live for `'call`; with no buffer, only the length is written.
+        napi_ok(unsafe { sys::napi_get_value_string_utf8(self.raw, value.raw, ptr::null_mut(), 0, &mut len) })?;
+        Ok(len)
+    }
+
+    /// A Buffer's store: its address and length. Whoever reads it through the pointer
+    /// answers for no JS running meanwhile (which could detach it).
+    pub(super) fn buffer_info(self, value: Js<'call>) -> Result<(*const u8, usize)> {
+        let (mut data, mut len) = (ptr::null_mut(), 0);
+        // SAFETY: the env and value are live for `'call`; the out-pointers are live locals.
+        napi_ok(unsafe { sys::napi_get_buffer_info(self.raw, value.raw, &mut data, &mut len) })?;
+        Ok((data.cast_const().cast(), len))
+    }
+
+    /// Tells V8 of memory held outside its heap for JS objects (negative: let go of).
+    pub(super) fn adjust_external_memory(self, change: i64) {
+        let mut total = 0;
+        // SAFETY: the env is live on this thread; `total` is a live local.
+        unsafe { sys::napi_adjust_external_memory(self.raw, change, &mut total) };
+    }
+
+    /// A strong reference to `value`.
+    pub(super) fn reference(self, value: Js<'call>) -> Result<Reference> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: the env and value are live for `'call`.
+        napi_ok(unsafe { sys::napi_create_reference(self.raw, value.raw, 1, &mut raw) })?;
+        Ok(Reference { env: self.raw, raw })
+    }
+
+    /// An External holding `data`, tagged as `T`'s; Node releases it (`Finalize`) when JS lets
+    /// go of the External, or at once if Node refuses to make it.
+    pub(super) fn external<T: Tagged>(self, data: T) -> Result<Js<'call>> {
+        let data = Box::into_raw(Box::new(data));
+        let mut out = ptr::null_mut();
+        // SAFETY: the env is live; Node owns the Box from here and hands it to its finalizer
+        // once, unless the call fails.
+        let status = unsafe { sys::napi_create_external(self.raw, data.cast(), Some(finalize_box::<T>), ptr::null_mut(), &mut out) };
+        if let Err(e) = napi_ok(status) {
+            // SAFETY: Node did not take the Box: it is still ours alone.
+            unsafe { Box::from_raw(data) }.finalize(self);
+            return Err(e);
+        }
+        // SAFETY: the env and the new External are live; the tag is static.
+        napi_ok(unsafe { sys::napi_type_tag_object(self.raw, out, &T::TAG) })?;
+        Ok(Js::new(out))
+    }
+
+    /// The data of `value` if it is an External of ours tagged as `T`'s (see [`external`](Self::external)).
+    pub(super) fn external_data<T: Tagged>(self, value: Js<'call>) -> Result<Option<&'call T>> {
+        let mut tagged = false;
+        // SAFETY: the env and value are live for `'call`; the tag is static.
+        napi_ok(unsafe { sys::napi_check_object_type_tag(self.raw, value.raw, &T::TAG, &mut tagged) })?;
+        if !tagged {
+            return Ok(None);
+        }
+        let mut data = ptr::null_mut();
+        // SAFETY: as above; `value` is an External (only `external` tags our objects).
+        napi_ok(unsafe { sys::napi_get_value_external(self.raw, value.raw, &mut data) })?;
+        // SAFETY: an External tagged `T::TAG` was made by `external::<T>`, and holds a Box<T>
+        // until its finalizer runs, which it cannot while the handle `value` keeps it alive
+        // (`'call`). Node hands out no other reference to it: it is shared, never mutable.
+        Ok(Some(unsafe { &*data.cast::<T>() }))
+    }
+
+    /// Gives the env its instance data, which Node releases (`Finalize`) as the env ends.
+    pub(super) fn set_instance_data<T: Finalize>(self, data: T) -> Result<()> {
+        let data = Box::into_raw(Box::new(data));
+        // SAFETY: the env is live; Node owns the Box from here, unless the call fails.
+        let status = unsafe { sys::napi_set_instance_data(self.raw, data.cast(), Some(finalize_box::<T>), ptr::null_mut()) };
+        if status != sys::Status::napi_ok {
+            // SAFETY: Node did not take the Box: it is still ours alone.
+            unsafe { Box::from_raw(data) }.finalize(self);
+        }
+        napi_ok(status)
+    }
+
+    /// The instance data's address (null before `set_instance_data`): whoever dereferences
+    /// it answers for the type and for the borrow.
+    pub(super) fn instance_data(self) -> Result<*mut c_void> {
+        let mut data = ptr::null_mut();
+        // SAFETY: the env is live; `data` is a live local.
+        napi_ok(unsafe { sys::napi_get_instance_data(self.raw, &mut data) })?;
+        Ok(data)
+    }
+}
+
+/// A handle scope, closed when dropped (a panic included): the values made in it live until
+/// then. It gives the env for its own lifetime.
+#[cfg(native_socket)]
+pub(super) struct HandleScope {
+    env: sys::napi_env,
+    scope: sys::napi_handle_scope,
+}
+
+#[cfg(native_socket)]
+impl HandleScope {
+    /// # Safety
+    /// `env` is live on this thread, which runs no JS (a callback from the env's loop), and
+    /// stays live while the scope is open.
+    pub(super) unsafe fn open(env: sys::napi_env) -> Self {
+        let mut scope = ptr::null_mut();
+        // SAFETY: the caller's promise.
+        unsafe { sys::napi_open_handle_scope(env, &mut scope) };
+        HandleScope { env, scope }
+    }
+
+    pub(super) fn env(&self) -> JsEnv<'_> {
+        JsEnv { raw: self.env, call: PhantomData }
+    }
+}
+
+#[cfg(native_socket)]
+impl Drop for HandleScope {
+    fn drop(&mut self) {
+        // SAFETY: closes the scope `open` opened, on the same thread, innermost first (the
+        // scope lives in a local of the function that opened it).
+        unsafe { sys::napi_close_handle_scope(self.env, self.scope) };
+    }
+}
