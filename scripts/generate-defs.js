@@ -351,13 +351,11 @@ function rustHot() {
     '//! The hot entry points\' registration and the decoding of their arguments by name, for their',
     '//! handlers in `hot.rs`, whose child module this is (so that `Call` stays private to the two).',
     '',
-    'use super::super::env::{Js, JsEnv};',
-    'use super::super::errors::{napi_ok, JsError};',
+    'use super::super::env::{Entry, Js, JsEnv};',
+    'use super::super::errors::JsError;',
     'use super::super::marshal::JsVal;',
     'use super::super::native_connection::NativeConnection;',
-    'use super::{callback, Call, Entry};',
-    'use napi::sys;',
-    'use std::ptr;',
+    'use super::Call;',
     '',
     'type Result<T> = std::result::Result<T, JsError>;',
     '',
@@ -401,34 +399,27 @@ function rustHot() {
     }
     out.push('}', '');
     const run = entry.returns === 'number'
-      ? `env.double(super::${entry.handler}(${type}Args::new(call)?)?)?`
-      : `super::${entry.handler}(env, ${type}Args::new(call)?)?`;
-    out.push(`/// \`${entry.name}\` as a Node-API function (see \`Entry\`).`, ...cfg(entry), `struct ${type};`, '');
-    out.push(...cfg(entry), `impl Entry<${n}> for ${type} {`, `    fn run(call: Call<'_, ${n}>) -> Result<sys::napi_value> {`);
-    out.push('        let env = call.env;', `        Ok(${run}.raw())`, '    }', '}', '');
+      ? `env.double(super::${entry.handler}(${type}Args::new(Call::new(env, args))?)?)`
+      : `super::${entry.handler}(env, ${type}Args::new(Call::new(env, args))?)`;
+    out.push(`/// \`${entry.name}\` as a JS function (see \`Entry\`).`, ...cfg(entry), `struct ${type};`, '');
+    out.push(...cfg(entry), `impl Entry<${n}> for ${type} {`, `    fn run<'call>(env: JsEnv<'call>, args: [Js<'call>; ${n}]) -> Result<Js<'call>> {`);
+    out.push(`        ${run}`, '    }', '}', '');
   }
-  out.push('type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;', '');
   out.push('/// Adds the hot entry points to the module\'s exports, defined as own properties (see');
   out.push('/// `JsEnv::define_properties`).');
   out.push('pub(in crate::bindings) fn register<\'call>(env: JsEnv<\'call>, exports: Js<\'call>) -> Result<()> {');
-  out.push('    let functions: &[(&str, Callback)] = &[');
+  out.push('    let functions = [');
   for (const entry of HOT) {
     const type = entry.name.replace(/^./, (c) => c.toUpperCase());
-    out.push(...cfg(entry).map((c) => `        ${c}`), `        (${JSON.stringify(entry.name)}, callback::<${entry.args.length}, ${type}>),`);
+    out.push(...cfg(entry).map((c) => `        ${c}`), `        (${JSON.stringify(entry.name)}, env.function::<${entry.args.length}, ${type}>(${JSON.stringify(entry.name)})?),`);
   }
   out.push('    ];');
-  out.push('    let (mut names, mut values) = (Vec::new(), Vec::new());');
-  out.push('    for &(name, callback) in functions {');
-  out.push('        let mut function = ptr::null_mut();');
-  out.push('        // SAFETY: env belongs to the module\'s initialisation call; the name is passed with');
-  out.push('        // its length; the callback is one for Node to call (`hot::callback`).');
-  out.push('        napi_ok(unsafe { sys::napi_create_function(env.raw(), name.as_ptr().cast(), name.len() as isize, Some(callback), ptr::null_mut(), &mut function) })?;');
-  out.push('        // SAFETY: Node-API made the handle in this call.');
-  out.push('        values.push(unsafe { Js::from_raw(function) });');
+  out.push('    let mut names = Vec::new();');
+  out.push('    for (name, _) in &functions {');
   out.push('        names.extend_from_slice(name.as_bytes());');
   out.push('        names.push(0);');
   out.push('    }');
-  out.push('    env.define_properties(exports, &names, &values)', '}', '');
+  out.push('    env.define_properties(exports, &names, &functions.map(|(_, function)| function))', '}', '');
   return out.join('\n');
 }
 

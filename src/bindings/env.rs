@@ -13,7 +13,7 @@
 //! function, `napi_async_init`) stay with the code that keeps borrows out of their way
 //! (`marshal.rs`, `socket.rs`).
 
-use super::errors::{napi_ok, JsError};
+use super::errors::{guarded, napi_ok, JsError};
 use napi::sys;
 use std::ffi::c_void;
 use std::marker::PhantomData;
@@ -81,8 +81,36 @@ unsafe extern "C" fn finalize_box<T: Finalize>(env: sys::napi_env, data: *mut c_
     // SAFETY: `data` is a Box<T> leaked to Node with this finalizer (`external`,
     // `set_instance_data`), which Node calls exactly once.
     let data = unsafe { Box::from_raw(data.cast::<T>()) };
-    // SAFETY: a finalizer runs on the env's thread, with the env live until it returns.
-    data.finalize(unsafe { JsEnv::from_raw(env) });
+    // A finalizer runs on the env's thread, with the env live until it returns.
+    data.finalize(JsEnv { raw: env, call: PhantomData });
+}
+
+/// The work of a JS function made by [`JsEnv::function`] (the hot entry points', `hot.rs`),
+/// given its call's env and first `N` arguments (undefined where fewer were given).
+pub(super) trait Entry<const N: usize> {
+    fn run<'call>(env: JsEnv<'call>, args: [Js<'call>; N]) -> Result<Js<'call>>;
+}
+
+/// The Node-API callback of every [`Entry`]: its work, any error or panic thrown.
+unsafe extern "C" fn callback<const N: usize, E: Entry<N>>(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    guarded(env, || {
+        // Node calls a function's callback with the env of its call, live until it returns.
+        let env = JsEnv { raw: env, call: PhantomData };
+        let mut args = [ptr::null_mut(); N];
+        let mut argc = N;
+        // SAFETY: `info` is the call's, as Node hands it to the callback; `args` has room for
+        // `argc` values.
+        napi_ok(unsafe { sys::napi_get_cb_info(env.raw, info, &mut argc, args.as_mut_ptr(), ptr::null_mut(), ptr::null_mut()) })?;
+        E::run(env, args.map(Js::new)).map(Js::raw)
+    })
+}
+
+/// The finalizer of an `external_buffer`'s content.
+unsafe extern "C" fn finalize_content(env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
+    // SAFETY: `hint` is the Box<Vec<u8>> leaked in `external_buffer`, finalised exactly once.
+    let content = unsafe { Box::from_raw(hint.cast::<Vec<u8>>()) };
+    // A finalizer runs on the env's thread, with the env live until it returns.
+    JsEnv { raw: env, call: PhantomData }.adjust_external_memory(-(content.capacity() as i64));
 }
 
 /// A strong reference to a JS value, made in one env and deleted there, once (it is not
@@ -130,16 +158,11 @@ impl<'call> JsEnv<'call> {
         self.raw
     }
 
-    /// The first `N` arguments of the call (undefined where fewer were given).
-    ///
-    /// # Safety
-    /// `info` is the callback info Node handed to the current call with this env.
-    pub(super) unsafe fn args<const N: usize>(self, info: sys::napi_callback_info) -> Result<[Js<'call>; N]> {
-        let mut args = [ptr::null_mut(); N];
-        let mut argc = N;
-        // SAFETY: `args` has room for `argc` values; `info` is the call's (the caller's promise).
-        napi_ok(unsafe { sys::napi_get_cb_info(self.raw, info, &mut argc, args.as_mut_ptr(), ptr::null_mut(), ptr::null_mut()) })?;
-        Ok(args.map(Js::new))
+    /// A JS function named `name` that runs `E` (see [`Entry`]).
+    pub(super) fn function<const N: usize, E: Entry<N>>(self, name: &str) -> Result<Js<'call>> {
+        // SAFETY: as for the `make`s below; the name is passed with its length, and the
+        // callback is one Node calls as a function's.
+        self.make(|env, out| unsafe { sys::napi_create_function(env, name.as_ptr().cast(), name.len() as isize, Some(callback::<N, E>), ptr::null_mut(), out) })
     }
 
     /// Makes a value through `make`, which calls Node-API with this env and an out-pointer.
@@ -189,13 +212,56 @@ impl<'call> JsEnv<'call> {
         self.make(|env, out| unsafe { sys::napi_create_array_with_length(env, len, out) })
     }
 
-    /// A new ArrayBuffer of `len` bytes, and its store: whoever writes it through the pointer
-    /// (JS owns it) answers for the bounds, and for no JS running meanwhile (which could
-    /// detach it). Null for an empty one.
-    pub(super) fn arraybuffer(self, len: usize) -> Result<(Js<'call>, *mut u8)> {
+    /// A new ArrayBuffer of `len` bytes, and the address of its store (null for an empty one).
+    fn arraybuffer(self, len: usize) -> Result<(Js<'call>, *mut u8)> {
         let mut data = ptr::null_mut();
         let buffer = self.make(|env, out| unsafe { sys::napi_create_arraybuffer(env, len, &mut data, out) })?;
         Ok((buffer, data.cast()))
+    }
+
+    /// A new ArrayBuffer of `len` bytes, written by `fill`.
+    pub(super) fn arraybuffer_with(self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<Js<'call>> {
+        let (buffer, data) = self.arraybuffer(len)?;
+        if len > 0 {
+            // SAFETY: the fresh store of `len` bytes; no JS has the buffer yet (its handle is
+            // returned afterwards), so none can detach it while `fill` writes.
+            fill(unsafe { std::slice::from_raw_parts_mut(data, len) });
+        }
+        Ok(buffer)
+    }
+
+    /// A new Float64Array of `len` numbers (at least one), written by `fill`.
+    pub(super) fn float64_array_with(self, len: usize, fill: impl FnOnce(&mut [f64])) -> Result<Js<'call>> {
+        let (buffer, data) = self.arraybuffer(len.max(1) * 8)?;
+        // SAFETY: the fresh store of `len` f64s (8-byte aligned, as V8 allocates array
+        // buffers); no JS has the buffer yet, so none can detach it while `fill` writes.
+        fill(unsafe { std::slice::from_raw_parts_mut(data.cast::<f64>(), len.max(1)) });
+        let typed = sys::TypedarrayType::float64_array;
+        self.make(|env, out| unsafe { sys::napi_create_typedarray(env, typed, len.max(1), buffer.raw, 0, out) })
+    }
+
+    /// A Buffer over `content`, which it takes without copying (Node frees it through
+    /// `finalize_content`), or a copy where Node refuses external memory (e.g. a sandboxed
+    /// runtime). V8 counts the Buffer's memory once; counting it again makes V8 collect when
+    /// half as many bodies have piled up: a lower peak for more collections
+    /// (benchmarks/RESULTS.md, "Large messages", measures the trade).
+    pub(super) fn external_buffer(self, content: Vec<u8>) -> Result<Js<'call>> {
+        if content.is_empty() {
+            return self.buffer_copy(&[]);
+        }
+        let mut boxed = Box::new(content);
+        let (data, len, capacity) = (boxed.as_mut_ptr(), boxed.len(), boxed.capacity());
+        let hint = Box::into_raw(boxed);
+        // SAFETY: as for the `make`s above; the Vec stays alive (leaked into `hint`) until Node
+        // runs the finalizer, unless the call fails.
+        let made = self.make(|env, out| unsafe { sys::napi_create_external_buffer(env, len, data.cast(), Some(finalize_content), hint.cast(), out) });
+        if made.is_ok() {
+            self.adjust_external_memory(capacity as i64);
+            return made;
+        }
+        // SAFETY: Node did not take `hint`, since the call failed: it is ours alone.
+        let content = unsafe { Box::from_raw(hint) };
+        self.buffer_copy(&content)
     }
 
     /// Defines own data properties of `object` (writable, enumerable and configurable, as an

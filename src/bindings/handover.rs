@@ -4,7 +4,7 @@
 //! a few) costs no new typed array: per read, only the slab is new.
 
 use super::env::{Js, JsEnv};
-use super::errors::{napi_ok, JsError};
+use super::errors::JsError;
 use crate::connection::Connection;
 use crate::serializer::Serializer;
 use crate::boundary::TAPE_HELD;
@@ -15,46 +15,12 @@ use std::ptr;
 
 type Result<T> = std::result::Result<T, JsError>;
 
-unsafe extern "C" fn drop_content(env: sys::napi_env, _data: *mut std::ffi::c_void, hint: *mut std::ffi::c_void) {
-    // SAFETY: `hint` is the Box<Vec<u8>> leaked in `content_buffer`, finalised exactly once.
-    let content = unsafe { Box::from_raw(hint.cast::<Vec<u8>>()) };
-    // SAFETY: finalizers run on the env's own thread, with the env live until they return.
-    unsafe { JsEnv::from_raw(env) }.adjust_external_memory(-(content.capacity() as i64));
-}
-
-/// A Buffer that takes ownership of an assembled body, without copying it again.
-fn content_buffer<'call>(env: JsEnv<'call>, content: Vec<u8>) -> Result<Js<'call>> {
-    if content.is_empty() {
-        return env.buffer_copy(&[]);
-    }
-    let mut boxed = Box::new(content);
-    let (data, len, capacity) = (boxed.as_mut_ptr(), boxed.len(), boxed.capacity());
-    let hint = Box::into_raw(boxed);
-    let mut out = ptr::null_mut();
-    // SAFETY: the Vec stays alive (leaked into `hint`) until Node runs `drop_content`.
-    let status = unsafe {
-        sys::napi_create_external_buffer(env.raw(), len, data.cast(), Some(drop_content), hint.cast(), &mut out)
-    };
-    if status == sys::Status::napi_ok {
-        // V8 counts the Buffer's memory once; counting it again makes V8 collect when half as
-        // many bodies have piled up: a lower peak for more collections (benchmarks/RESULTS.md,
-        // "Large messages", measures the trade). The finalizer takes the amount back.
-        env.adjust_external_memory(capacity as i64);
-        // SAFETY: Node-API made the Buffer in this call.
-        return Ok(unsafe { Js::from_raw(out) });
-    }
-    // External buffers not allowed (e.g. a sandboxed runtime): fall back to one copy.
-    // SAFETY: `hint` was not taken by Node since the call failed; reclaim it.
-    let content = unsafe { Box::from_raw(hint) };
-    env.buffer_copy(&content)
-}
-
 fn js_object<'call>(env: JsEnv<'call>, obj: Obj, source: &[u8]) -> Result<Js<'call>> {
     match obj {
         Obj::Str { start, len } => env.string(&source[start..start + len]),
         Obj::Text(text) => env.string(text.as_bytes()),
         Obj::Bytes { start, len } => env.buffer_copy(&source[start..start + len]),
-        Obj::Content(content) => content_buffer(env, content),
+        Obj::Content(content) => env.external_buffer(content),
     }
 }
 
@@ -90,21 +56,14 @@ fn content_slab<'call>(env: JsEnv<'call>, tape: &Tape, source: &[u8]) -> Result<
     if tape.pooled.is_empty() {
         return env.undefined();
     }
-    let bytes = tape.pooled_bytes();
-    let (slab, data) = env.arraybuffer(bytes)?;
-    // Empty bodies alone make an empty slab, whose data pointer may be null: no slice of it
-    // is made.
-    if bytes > 0 {
-        // SAFETY: a fresh store of `bytes` bytes, written with no JS running; the ranges (each
-        // within `source`, together exactly that many bytes) fill it completely.
-        let store = unsafe { std::slice::from_raw_parts_mut(data, bytes) };
+    // The ranges (each within `source`) add up to exactly the slab's size.
+    env.arraybuffer_with(tape.pooled_bytes(), |slab| {
         let mut at = 0;
         for &(start, len) in &tape.pooled {
-            store[at..at + len].copy_from_slice(&source[start..start + len]);
+            slab[at..at + len].copy_from_slice(&source[start..start + len]);
             at += len;
         }
-    }
-    Ok(slab)
+    })
 }
 
 /// What one read hands to JS: the tape as a Float64Array, its objects as an Array (undefined
@@ -161,15 +120,7 @@ fn tape_array<'call>(env: JsEnv<'call>, tape: &Tape, spare: Option<Js<'call>>) -
     // slots otherwise (the codec's one-off decodes).
     let needed = tape.total_slots();
     let capacity = if spare.is_some() { needed.next_power_of_two().max(MIN_TAPE_SLOTS) } else { needed };
-    let (array_buffer, data) = env.arraybuffer(capacity * 8)?;
-    // SAFETY: a fresh store of `capacity` f64s (8-byte aligned, as V8 allocates array
-    // buffers; never empty, the header being in every tape), written with no JS running.
-    tape.write_slots(unsafe { std::slice::from_raw_parts_mut(data.cast::<f64>(), capacity) });
-    let mut typed = ptr::null_mut();
-    // SAFETY: env and the ArrayBuffer are live for the call; `capacity` f64s fit in it.
-    napi_ok(unsafe { sys::napi_create_typedarray(env.raw(), sys::TypedarrayType::float64_array, capacity, array_buffer.raw(), 0, &mut typed) })?;
-    // SAFETY: Node-API made the handle in this call.
-    Ok((unsafe { Js::from_raw(typed) }, false))
+    Ok((env.float64_array_with(capacity, |slots| tape.write_slots(slots))?, false))
 }
 
 /// Hands `tape` to JS: its slots into `spare` or a new Float64Array, its objects as an Array,

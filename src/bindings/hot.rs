@@ -20,7 +20,7 @@
 //! each function here gets its arguments by name.
 
 use super::env::{Finalize, Js, JsEnv, Reference, Tagged};
-use super::errors::{guarded, JsError};
+use super::errors::JsError;
 use super::handover::hand_over_received;
 use super::marshal::JsVal;
 use super::native_connection::NativeConnection;
@@ -65,29 +65,6 @@ pub(super) fn handle<'call>(env: JsEnv<'call>, connection: *mut NativeConnection
     env.external(Handle { connection, reference })
 }
 
-/// An entry point: the work of one Node-API function, given its call (generated for each, in
-/// `hot_generated.rs`).
-trait Entry<const N: usize> {
-    fn run(call: Call<'_, N>) -> Result<sys::napi_value>;
-}
-
-/// The Node-API callback of every entry point: `E`'s work, given the call's env and its `N`
-/// arguments, any error or panic thrown.
-///
-/// # Safety
-/// Called by Node alone, as a function's callback.
-unsafe extern "C" fn callback<const N: usize, E: Entry<N>>(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    guarded(env, || {
-        // SAFETY: Node hands a callback the env and the callback info of its call, live until
-        // the callback returns.
-        let (env, args) = unsafe {
-            let env = JsEnv::from_raw(env);
-            (env, env.args::<N>(info)?)
-        };
-        E::run(Call { env, args, connection_taken: Cell::new(false) })
-    })
-}
-
 /// One call of an entry point: its env and its `N` arguments (missing ones undefined).
 struct Call<'call, const N: usize> {
     env: JsEnv<'call>,
@@ -97,6 +74,10 @@ struct Call<'call, const N: usize> {
 }
 
 impl<'call, const N: usize> Call<'call, N> {
+    fn new(env: JsEnv<'call>, args: [Js<'call>; N]) -> Self {
+        Call { env, args, connection_taken: Cell::new(false) }
+    }
+
     fn u32(&self, i: usize) -> Result<u32> {
         self.env.get_u32(self.args[i]).ok_or_else(|| JsError::plain(format!("Argument {i} is not a number")))
     }

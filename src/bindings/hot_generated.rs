@@ -2,13 +2,11 @@
 //! The hot entry points' registration and the decoding of their arguments by name, for their
 //! handlers in `hot.rs`, whose child module this is (so that `Call` stays private to the two).
 
-use super::super::env::{Js, JsEnv};
-use super::super::errors::{napi_ok, JsError};
+use super::super::env::{Entry, Js, JsEnv};
+use super::super::errors::JsError;
 use super::super::marshal::JsVal;
 use super::super::native_connection::NativeConnection;
-use super::{callback, Call, Entry};
-use napi::sys;
-use std::ptr;
+use super::Call;
 
 type Result<T> = std::result::Result<T, JsError>;
 
@@ -43,13 +41,12 @@ impl<'call> SendMethodArgs<'call> {
     }
 }
 
-/// `sendMethod` as a Node-API function (see `Entry`).
+/// `sendMethod` as a JS function (see `Entry`).
 struct SendMethod;
 
 impl Entry<4> for SendMethod {
-    fn run(call: Call<'_, 4>) -> Result<sys::napi_value> {
-        let env = call.env;
-        Ok(env.double(super::send_method(SendMethodArgs::new(call)?)?)?.raw())
+    fn run<'call>(env: JsEnv<'call>, args: [Js<'call>; 4]) -> Result<Js<'call>> {
+        env.double(super::send_method(SendMethodArgs::new(Call::new(env, args))?)?)
     }
 }
 
@@ -91,13 +88,12 @@ impl<'call> SendMessageArgs<'call> {
     }
 }
 
-/// `sendMessage` as a Node-API function (see `Entry`).
+/// `sendMessage` as a JS function (see `Entry`).
 struct SendMessage;
 
 impl Entry<7> for SendMessage {
-    fn run(call: Call<'_, 7>) -> Result<sys::napi_value> {
-        let env = call.env;
-        Ok(env.double(super::send_message(SendMessageArgs::new(call)?)?)?.raw())
+    fn run<'call>(env: JsEnv<'call>, args: [Js<'call>; 7]) -> Result<Js<'call>> {
+        env.double(super::send_message(SendMessageArgs::new(Call::new(env, args))?)?)
     }
 }
 
@@ -142,13 +138,12 @@ impl<'call> SendPublishArgs<'call> {
     }
 }
 
-/// `sendPublish` as a Node-API function (see `Entry`).
+/// `sendPublish` as a JS function (see `Entry`).
 struct SendPublish;
 
 impl Entry<9> for SendPublish {
-    fn run(call: Call<'_, 9>) -> Result<sys::napi_value> {
-        let env = call.env;
-        Ok(env.double(super::send_publish(SendPublishArgs::new(call)?)?)?.raw())
+    fn run<'call>(env: JsEnv<'call>, args: [Js<'call>; 9]) -> Result<Js<'call>> {
+        env.double(super::send_publish(SendPublishArgs::new(Call::new(env, args))?)?)
     }
 }
 
@@ -177,13 +172,12 @@ impl<'call> SendPublishAgainArgs<'call> {
     }
 }
 
-/// `sendPublishAgain` as a Node-API function (see `Entry`).
+/// `sendPublishAgain` as a JS function (see `Entry`).
 struct SendPublishAgain;
 
 impl Entry<3> for SendPublishAgain {
-    fn run(call: Call<'_, 3>) -> Result<sys::napi_value> {
-        let env = call.env;
-        Ok(env.double(super::send_publish_again(SendPublishAgainArgs::new(call)?)?)?.raw())
+    fn run<'call>(env: JsEnv<'call>, args: [Js<'call>; 3]) -> Result<Js<'call>> {
+        env.double(super::send_publish_again(SendPublishAgainArgs::new(Call::new(env, args))?)?)
     }
 }
 
@@ -211,13 +205,12 @@ impl<'call> SendAcknowledgementArgs<'call> {
     }
 }
 
-/// `sendAcknowledgement` as a Node-API function (see `Entry`).
+/// `sendAcknowledgement` as a JS function (see `Entry`).
 struct SendAcknowledgement;
 
 impl Entry<5> for SendAcknowledgement {
-    fn run(call: Call<'_, 5>) -> Result<sys::napi_value> {
-        let env = call.env;
-        Ok(env.double(super::send_acknowledgement(SendAcknowledgementArgs::new(call)?)?)?.raw())
+    fn run<'call>(env: JsEnv<'call>, args: [Js<'call>; 5]) -> Result<Js<'call>> {
+        env.double(super::send_acknowledgement(SendAcknowledgementArgs::new(Call::new(env, args))?)?)
     }
 }
 
@@ -247,13 +240,12 @@ impl<'call> ReceiveArgs<'call> {
     }
 }
 
-/// `receive` as a Node-API function (see `Entry`).
+/// `receive` as a JS function (see `Entry`).
 struct Receive;
 
 impl Entry<3> for Receive {
-    fn run(call: Call<'_, 3>) -> Result<sys::napi_value> {
-        let env = call.env;
-        Ok(super::receive(env, ReceiveArgs::new(call)?)?.raw())
+    fn run<'call>(env: JsEnv<'call>, args: [Js<'call>; 3]) -> Result<Js<'call>> {
+        super::receive(env, ReceiveArgs::new(Call::new(env, args))?)
     }
 }
 
@@ -275,13 +267,12 @@ impl<'call> TakeOutputArgs<'call> {
     }
 }
 
-/// `takeOutput` as a Node-API function (see `Entry`).
+/// `takeOutput` as a JS function (see `Entry`).
 struct TakeOutput;
 
 impl Entry<1> for TakeOutput {
-    fn run(call: Call<'_, 1>) -> Result<sys::napi_value> {
-        let env = call.env;
-        Ok(super::take_output(env, TakeOutputArgs::new(call)?)?.raw())
+    fn run<'call>(env: JsEnv<'call>, args: [Js<'call>; 1]) -> Result<Js<'call>> {
+        super::take_output(env, TakeOutputArgs::new(Call::new(env, args))?)
     }
 }
 
@@ -307,44 +298,35 @@ impl<'call> FlushSocketArgs<'call> {
     }
 }
 
-/// `flushSocket` as a Node-API function (see `Entry`).
+/// `flushSocket` as a JS function (see `Entry`).
 #[cfg(native_socket)]
 struct FlushSocket;
 
 #[cfg(native_socket)]
 impl Entry<1> for FlushSocket {
-    fn run(call: Call<'_, 1>) -> Result<sys::napi_value> {
-        let env = call.env;
-        Ok(env.double(super::flush_socket(FlushSocketArgs::new(call)?)?)?.raw())
+    fn run<'call>(env: JsEnv<'call>, args: [Js<'call>; 1]) -> Result<Js<'call>> {
+        env.double(super::flush_socket(FlushSocketArgs::new(Call::new(env, args))?)?)
     }
 }
-
-type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
 
 /// Adds the hot entry points to the module's exports, defined as own properties (see
 /// `JsEnv::define_properties`).
 pub(in crate::bindings) fn register<'call>(env: JsEnv<'call>, exports: Js<'call>) -> Result<()> {
-    let functions: &[(&str, Callback)] = &[
-        ("sendMethod", callback::<4, SendMethod>),
-        ("sendMessage", callback::<7, SendMessage>),
-        ("sendPublish", callback::<9, SendPublish>),
-        ("sendPublishAgain", callback::<3, SendPublishAgain>),
-        ("sendAcknowledgement", callback::<5, SendAcknowledgement>),
-        ("receive", callback::<3, Receive>),
-        ("takeOutput", callback::<1, TakeOutput>),
+    let functions = [
+        ("sendMethod", env.function::<4, SendMethod>("sendMethod")?),
+        ("sendMessage", env.function::<7, SendMessage>("sendMessage")?),
+        ("sendPublish", env.function::<9, SendPublish>("sendPublish")?),
+        ("sendPublishAgain", env.function::<3, SendPublishAgain>("sendPublishAgain")?),
+        ("sendAcknowledgement", env.function::<5, SendAcknowledgement>("sendAcknowledgement")?),
+        ("receive", env.function::<3, Receive>("receive")?),
+        ("takeOutput", env.function::<1, TakeOutput>("takeOutput")?),
         #[cfg(native_socket)]
-        ("flushSocket", callback::<1, FlushSocket>),
+        ("flushSocket", env.function::<1, FlushSocket>("flushSocket")?),
     ];
-    let (mut names, mut values) = (Vec::new(), Vec::new());
-    for &(name, callback) in functions {
-        let mut function = ptr::null_mut();
-        // SAFETY: env belongs to the module's initialisation call; the name is passed with
-        // its length; the callback is one for Node to call (`hot::callback`).
-        napi_ok(unsafe { sys::napi_create_function(env.raw(), name.as_ptr().cast(), name.len() as isize, Some(callback), ptr::null_mut(), &mut function) })?;
-        // SAFETY: Node-API made the handle in this call.
-        values.push(unsafe { Js::from_raw(function) });
+    let mut names = Vec::new();
+    for (name, _) in &functions {
         names.extend_from_slice(name.as_bytes());
         names.push(0);
     }
-    env.define_properties(exports, &names, &values)
+    env.define_properties(exports, &names, &functions.map(|(_, function)| function))
 }
