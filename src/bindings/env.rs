@@ -142,9 +142,11 @@ impl Reference {
 }
 
 impl<'call> JsEnv<'call> {
+    /// For the socket's env cleanup hook, which Node hands no env.
+    ///
     /// # Safety
-    /// `raw` is the env Node handed to the current call (or to the handle scope the caller
-    /// holds for `'call`), on this thread, and stays live for `'call`.
+    /// `raw` is live on this thread for `'call`.
+    #[cfg(native_socket)]
     pub(super) unsafe fn from_raw(raw: sys::napi_env) -> Self {
         JsEnv { raw, call: PhantomData }
     }
@@ -191,6 +193,7 @@ impl<'call> JsEnv<'call> {
         self.make(|env, out| unsafe { sys::napi_create_double(env, value, out) })
     }
 
+    #[cfg(native_socket)]
     pub(super) fn int32(self, value: i32) -> Result<Js<'call>> {
         self.make(|env, out| unsafe { sys::napi_create_int32(env, value, out) })
     }
