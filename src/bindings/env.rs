@@ -77,10 +77,10 @@ pub(super) trait Tagged: Finalize {
 }
 
 /// The finalizer of a `Box<T>` Node owns.
-unsafe extern "C" fn finalize_box<T: Finalize>(env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
-    // SAFETY: `data` is a Box<T> leaked to Node with this finalizer (`external`,
-    // `set_instance_data`), which Node calls exactly once.
-    let data = unsafe { Box::from_raw(data.cast::<T>()) };
+unsafe extern "C" fn finalize_box<T: Finalize>(env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
+    // SAFETY: `hint` is a Box<T> handed to Node with this finalizer (`JsEnv::give`), which
+    // Node calls exactly once.
+    let data = unsafe { Box::from_raw(hint.cast::<T>()) };
     // A finalizer runs on the env's thread, with the env live until it returns.
     data.finalize(JsEnv { raw: env, call: PhantomData });
 }
@@ -105,12 +105,49 @@ unsafe extern "C" fn callback<const N: usize, E: Entry<N>>(env: sys::napi_env, i
     })
 }
 
-/// The finalizer of an `external_buffer`'s content.
-unsafe extern "C" fn finalize_content(env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
-    // SAFETY: `hint` is the Box<Vec<u8>> leaked in `external_buffer`, finalised exactly once.
-    let content = unsafe { Box::from_raw(hint.cast::<Vec<u8>>()) };
-    // A finalizer runs on the env's thread, with the env live until it returns.
-    JsEnv { raw: env, call: PhantomData }.adjust_external_memory(-(content.capacity() as i64));
+/// The body an `external_buffer` owns: V8 is told of its memory until it is freed.
+struct Content(Vec<u8>);
+
+impl Finalize for Content {
+    fn finalize(self, env: JsEnv<'_>) {
+        env.adjust_external_memory(-(self.0.capacity() as i64));
+    }
+}
+
+/// Strings of ours, kept for the env's life in an Array that no JS ever sees (a reference to
+/// a string needs Node-API 10): each is defined at the next index, and read back only from an
+/// index it holds, found on the array itself without looking at Array.prototype, so no JS
+/// runs either way.
+pub(super) struct Strings {
+    array: Reference,
+    len: u32,
+}
+
+impl Strings {
+    pub(super) fn new(env: JsEnv<'_>) -> Result<Self> {
+        Ok(Strings { array: env.reference(env.array_with_length(0)?)?, len: 0 })
+    }
+
+    /// Keeps `string`; returns its index.
+    pub(super) fn push(&mut self, env: JsEnv<'_>, string: Js<'_>) -> Result<u32> {
+        let array = self.array.get(env)?;
+        env.define_properties(array, format!("{}\0", self.len).as_bytes(), &[string])?;
+        self.len += 1;
+        Ok(self.len - 1)
+    }
+
+    pub(super) fn get<'call>(&self, env: JsEnv<'call>, index: u32) -> Result<Js<'call>> {
+        if index >= self.len {
+            return Err(JsError::plain("No such string"));
+        }
+        let array = self.array.get(env)?;
+        // SAFETY: as for the `make`s of `JsEnv`.
+        env.make(|env, out| unsafe { sys::napi_get_element(env, array.raw, index, out) })
+    }
+
+    pub(super) fn delete(self, env: JsEnv<'_>) {
+        self.array.delete(env);
+    }
 }
 
 /// A strong reference to a JS value, made in one env and deleted there, once (it is not
@@ -244,27 +281,29 @@ impl<'call> JsEnv<'call> {
     }
 
     /// A Buffer over `content`, which it takes without copying (Node frees it through
-    /// `finalize_content`), or a copy where Node refuses external memory (e.g. a sandboxed
+    /// `Content`), or a copy where Node refuses external memory (e.g. a sandboxed
     /// runtime). V8 counts the Buffer's memory once; counting it again makes V8 collect when
     /// half as many bodies have piled up: a lower peak for more collections
     /// (benchmarks/RESULTS.md, "Large messages", measures the trade).
-    pub(super) fn external_buffer(self, content: Vec<u8>) -> Result<Js<'call>> {
+    pub(super) fn external_buffer(self, mut content: Vec<u8>) -> Result<Js<'call>> {
         if content.is_empty() {
             return self.buffer_copy(&[]);
         }
-        let mut boxed = Box::new(content);
-        let (data, len, capacity) = (boxed.as_mut_ptr(), boxed.len(), boxed.capacity());
-        let hint = Box::into_raw(boxed);
-        // SAFETY: as for the `make`s above; the Vec stays alive (leaked into `hint`) until Node
-        // runs the finalizer, unless the call fails.
-        let made = self.make(|env, out| unsafe { sys::napi_create_external_buffer(env, len, data.cast(), Some(finalize_content), hint.cast(), out) });
-        if made.is_ok() {
-            self.adjust_external_memory(capacity as i64);
-            return made;
+        // The store stays where it is while the Vec moves into the Box.
+        let (data, len, capacity) = (content.as_mut_ptr(), content.len(), content.capacity());
+        let mut out = ptr::null_mut();
+        // SAFETY: the env is live; `out` is a live local; the store of `len` bytes at `data`
+        // lives in the Box Node frees, through the finalizer, after the Buffer.
+        let given = self.give(Content(content), |boxed, finalize| unsafe {
+            sys::napi_create_external_buffer(self.raw, len, data.cast(), finalize, boxed, &mut out)
+        });
+        match given {
+            Ok(()) => {
+                self.adjust_external_memory(capacity as i64);
+                Ok(Js::new(out))
+            }
+            Err((Content(content), _)) => self.buffer_copy(&content),
         }
-        // SAFETY: Node did not take `hint`, since the call failed: it is ours alone.
-        let content = unsafe { Box::from_raw(hint) };
-        self.buffer_copy(&content)
     }
 
     /// Defines own data properties of `object` (writable, enumerable and configurable, as an
@@ -366,16 +405,13 @@ impl<'call> JsEnv<'call> {
     /// An External holding `data`, tagged as `T`'s; Node releases it (`Finalize`) when JS lets
     /// go of the External, or at once if Node refuses to make it.
     pub(super) fn external<T: Tagged>(self, data: T) -> Result<Js<'call>> {
-        let data = Box::into_raw(Box::new(data));
         let mut out = ptr::null_mut();
-        // SAFETY: the env is live; Node owns the Box from here and hands it to its finalizer
-        // once, unless the call fails.
-        let status = unsafe { sys::napi_create_external(self.raw, data.cast(), Some(finalize_box::<T>), ptr::null_mut(), &mut out) };
-        if let Err(e) = napi_ok(status) {
-            // SAFETY: Node did not take the Box: it is still ours alone.
-            unsafe { Box::from_raw(data) }.finalize(self);
-            return Err(e);
-        }
+        // SAFETY: the env is live; `out` is a live local; the External's data is the Box.
+        self.give(data, |boxed, finalize| unsafe { sys::napi_create_external(self.raw, boxed, finalize, boxed, &mut out) })
+            .map_err(|(data, e)| {
+                data.finalize(self);
+                e
+            })?;
         // SAFETY: the env and the new External are live; the tag is static.
         napi_ok(unsafe { sys::napi_type_tag_object(self.raw, out, &T::TAG) })?;
         Ok(Js::new(out))
@@ -400,14 +436,22 @@ impl<'call> JsEnv<'call> {
 
     /// Gives the env its instance data, which Node releases (`Finalize`) as the env ends.
     pub(super) fn set_instance_data<T: Finalize>(self, data: T) -> Result<()> {
-        let data = Box::into_raw(Box::new(data));
-        // SAFETY: the env is live; Node owns the Box from here, unless the call fails.
-        let status = unsafe { sys::napi_set_instance_data(self.raw, data.cast(), Some(finalize_box::<T>), ptr::null_mut()) };
-        if status != sys::Status::napi_ok {
-            // SAFETY: Node did not take the Box: it is still ours alone.
-            unsafe { Box::from_raw(data) }.finalize(self);
-        }
-        napi_ok(status)
+        // SAFETY: the env is live; the instance data is the Box.
+        self.give(data, |boxed, finalize| unsafe { sys::napi_set_instance_data(self.raw, boxed, finalize, boxed) }).map_err(|(data, e)| {
+            data.finalize(self);
+            e
+        })
+    }
+
+    /// Hands a Box of `data` to Node through `give`, which passes one Node-API call the Box's
+    /// address as the finalize hint and `finalize_box::<T>` as the finalizer, for Node to free
+    /// it once. If the call fails, Node has not taken it: the data comes back.
+    fn give<T: Finalize>(self, data: T, give: impl FnOnce(*mut c_void, sys::napi_finalize) -> sys::napi_status) -> std::result::Result<(), (T, JsError)> {
+        let boxed = Box::into_raw(Box::new(data));
+        napi_ok(give(boxed.cast(), Some(finalize_box::<T>))).map_err(|e| {
+            // SAFETY: the call failed, so Node did not take the Box: it is ours alone.
+            (*unsafe { Box::from_raw(boxed) }, e)
+        })
     }
 
     /// The instance data's address (null before `set_instance_data`): whoever dereferences

@@ -34,7 +34,7 @@ pub(super) fn js_array<'call>(env: JsEnv<'call>, values: &[Js<'call>]) -> Result
 /// Puts `values` into `array` from index `from` on, as own data properties defined
 /// (CreateDataProperty) rather than set: setting an element that does not exist yet consults
 /// Array.prototype, where an indexed accessor would run the user's JS (see `mod.rs`).
-pub(super) fn define_elements<'call>(env: JsEnv<'call>, array: Js<'call>, from: usize, values: &[Js<'call>]) -> Result<()> {
+fn define_elements<'call>(env: JsEnv<'call>, array: Js<'call>, from: usize, values: &[Js<'call>]) -> Result<()> {
     // The index names, each NUL-terminated, back to back.
     let mut names = Vec::with_capacity(values.len() * 4);
     for i in from..from + values.len() {

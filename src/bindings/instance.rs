@@ -1,16 +1,14 @@
 //! State kept per env (Node-API's instance data), not per thread: an embedder may run several
 //! envs on one thread, and a reference made in one env must never be used in another.
 
-use super::env::{Finalize, Js, JsEnv, Reference};
+use super::env::{Finalize, Js, JsEnv, Strings};
 use super::errors::JsError;
-use super::handover::define_elements;
 use std::collections::HashMap;
 
 /// One env's state, made when the module is loaded into it and freed when the env goes.
 pub(super) struct Instance {
-    /// The JS strings of the property names the encoder reads (see `marshal.rs`), in an
-    /// Array of ours that no JS sees (a reference to a string needs Node-API 10).
-    keys: Reference,
+    /// The JS strings of the property names the encoder reads (see `marshal.rs`).
+    keys: Strings,
     /// Each name's index in `keys`, by the name's address: the names are static, so that
     /// identifies them without hashing their text.
     indices: HashMap<usize, u32, ahash::RandomState>,
@@ -24,8 +22,7 @@ impl Finalize for Instance {
 
 /// Gives `env` its state; called once, as the module is loaded into it.
 pub(super) fn install(env: JsEnv<'_>) -> Result<(), JsError> {
-    let keys = env.reference(env.array_with_length(0)?)?;
-    env.set_instance_data(Instance { keys, indices: HashMap::default() })
+    env.set_instance_data(Instance { keys: Strings::new(env)?, indices: HashMap::default() })
 }
 
 /// The JS string for the static name `key` in `env`, made once per env: fetching it back is
@@ -40,19 +37,11 @@ pub(super) fn key<'call>(env: JsEnv<'call>, key: &'static str) -> Result<Js<'cal
     // ends. This is the only borrow of it: nothing below runs JS, so no other call into the
     // addon can begin before it ends.
     let instance = unsafe { &mut *data.cast::<Instance>() };
-    let array = instance.keys.get(env)?;
     if let Some(&index) = instance.indices.get(&(key.as_ptr() as usize)) {
-        // Reading an element the array has finds it on the array itself, without looking at
-        // Array.prototype: no JS runs.
-        let mut out = std::ptr::null_mut();
-        // SAFETY: the env and the array are live for the call; `out` is a live local.
-        super::errors::napi_ok(unsafe { napi::sys::napi_get_element(env.raw(), array.raw(), index, &mut out) })?;
-        // SAFETY: Node-API made the handle in this call.
-        return Ok(unsafe { Js::from_raw(out) });
+        return instance.keys.get(env, index);
     }
     let out = env.string(key.as_bytes())?;
-    let index = instance.indices.len();
-    define_elements(env, array, index, &[out])?;
-    instance.indices.insert(key.as_ptr() as usize, index as u32);
+    let index = instance.keys.push(env, out)?;
+    instance.indices.insert(key.as_ptr() as usize, index);
     Ok(out)
 }
