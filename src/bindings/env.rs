@@ -1,12 +1,15 @@
 //! A safe layer over the Node-API calls the bindings make in several places. Its types carry
 //! the invariants the raw calls need, so that those calls' unsafe code is here, once each:
 //! - [`JsEnv<'call>`]: the env of a call Node is making into the addon (an entry point, a
-//!   finalizer, a poll callback's handle scope), live for `'call`. Made unsafely, once, where
-//!   Node hands the env over (or from napi-rs's `Env`, which napi-rs makes so);
+//!   finalizer, a poll callback's handle scope), live for `'call`. Made only where Node hands
+//!   the env over: here (the hot entry points' `callback`, the finalizers, `HandleScope`),
+//!   from napi-rs's `Env` (napi-rs's entry points), or unsafely (`JsEnv::from_raw`);
 //! - [`Js<'call>`]: a handle to a JS value, valid for `'call` (Node's, or napi-rs's);
 //! - [`Reference`]: a strong reference, used and deleted only in the env that made it;
+//!   [`Strings`]: strings kept in an Array of ours;
 //! - [`Finalize`] and [`Tagged`]: Rust data that Node owns (an External's, the instance
-//!   data), handed back exactly once to be released, and told apart by type tag.
+//!   data, an external Buffer's body), handed back exactly once to be released, and told
+//!   apart by type tag.
 //!
 //! Only calls that run no JS are here (see `mod.rs`): a safe call here can never run the
 //! user's JS while a borrow is held. The calls that may (reading a user's value, calling a
@@ -59,7 +62,7 @@ impl<'call> Js<'call> {
 
     /// As napi-rs's value, to return from a napi-rs entry point in `env`.
     pub(super) fn into_unknown(self, env: &'call napi::Env) -> napi::bindgen_prelude::Unknown<'call> {
-        // SAFETY: the handle is valid for `'call`, the call `env` is napi-rs's env of.
+        // SAFETY: the handle is valid for `'call`, the call whose env `env` is.
         unsafe { napi::bindgen_prelude::Unknown::from_raw_unchecked(env.raw(), self.raw) }
     }
 }
