@@ -153,6 +153,13 @@ impl Strings {
     }
 }
 
+/// What an ArrayBuffer's store may be read as ([`JsEnv::store_with`]): types of which any
+/// bytes are a value, aligned to at most 8 bytes. Private to this module, so that these two
+/// are all there are.
+trait Plain: Copy {}
+impl Plain for u8 {}
+impl Plain for f64 {}
+
 /// A strong reference to a JS value, made in one env and deleted there, once (it is not
 /// Copy, and `delete` takes it). Dropped without `delete`, it leaks the value, no worse.
 pub(super) struct Reference {
@@ -255,32 +262,30 @@ impl<'call> JsEnv<'call> {
         self.make(|env, out| unsafe { sys::napi_create_array_with_length(env, len, out) })
     }
 
-    /// A new ArrayBuffer of `len` bytes, and the address of its store (null for an empty one).
-    fn arraybuffer(self, len: usize) -> Result<(Js<'call>, *mut u8)> {
+    /// A new ArrayBuffer of `len` `T`s, written by `fill`.
+    fn store_with<T: Plain>(self, len: usize, fill: impl FnOnce(&mut [T])) -> Result<Js<'call>> {
         let mut data = ptr::null_mut();
-        let buffer = self.make(|env, out| unsafe { sys::napi_create_arraybuffer(env, len, &mut data, out) })?;
-        Ok((buffer, data.cast()))
-    }
-
-    /// A new ArrayBuffer of `len` bytes, written by `fill`.
-    pub(super) fn arraybuffer_with(self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<Js<'call>> {
-        let (buffer, data) = self.arraybuffer(len)?;
+        let buffer = self.make(|env, out| unsafe { sys::napi_create_arraybuffer(env, len * std::mem::size_of::<T>(), &mut data, out) })?;
+        // An empty store's address may be null: no slice of it is made.
         if len > 0 {
-            // SAFETY: the fresh store of `len` bytes; no JS has the buffer yet (its handle is
+            // SAFETY: the fresh store of `len` `T`s (any bytes are a `T`, and V8 aligns array
+            // buffers to 8 bytes, enough for one); no JS has the buffer yet (its handle is
             // returned afterwards), so none can detach it while `fill` writes.
-            fill(unsafe { std::slice::from_raw_parts_mut(data, len) });
+            fill(unsafe { std::slice::from_raw_parts_mut(data.cast::<T>(), len) });
         }
         Ok(buffer)
     }
 
-    /// A new Float64Array of `len` numbers (at least one), written by `fill`.
+    /// A new ArrayBuffer of `len` bytes, written by `fill`.
+    pub(super) fn arraybuffer_with(self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<Js<'call>> {
+        self.store_with(len, fill)
+    }
+
+    /// A new Float64Array of `len` numbers, written by `fill`.
     pub(super) fn float64_array_with(self, len: usize, fill: impl FnOnce(&mut [f64])) -> Result<Js<'call>> {
-        let (buffer, data) = self.arraybuffer(len.max(1) * 8)?;
-        // SAFETY: the fresh store of `len` f64s (8-byte aligned, as V8 allocates array
-        // buffers); no JS has the buffer yet, so none can detach it while `fill` writes.
-        fill(unsafe { std::slice::from_raw_parts_mut(data.cast::<f64>(), len.max(1)) });
+        let buffer = self.store_with(len, fill)?;
         let typed = sys::TypedarrayType::float64_array;
-        self.make(|env, out| unsafe { sys::napi_create_typedarray(env, typed, len.max(1), buffer.raw, 0, out) })
+        self.make(|env, out| unsafe { sys::napi_create_typedarray(env, typed, len, buffer.raw, 0, out) })
     }
 
     /// A Buffer over `content`, which it takes without copying (Node frees it through
