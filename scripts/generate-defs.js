@@ -333,7 +333,7 @@ const EAGER = {
   u32: ['u32', (i) => `call.u32(${i})?`],
   f64: ['f64', (i) => `call.f64(${i})?`],
   bool: ['bool', (i) => `call.bool(${i})?`],
-  raw: ['sys::napi_value', (i) => `call.args[${i}]`],
+  raw: ['Js<\'call>', (i) => `call.args[${i}]`],
 };
 const TS_TYPE = { handle: 'Handle', u8: 'number', u16: 'number', u32: 'number', f64: 'number', bool: 'boolean', bytes: 'Buffer' };
 
@@ -368,13 +368,11 @@ function rustHot() {
     '//! The hot entry points\' registration and the decoding of their arguments by name, for their',
     '//! handlers in `hot.rs`, whose child module this is (so that `Call` stays private to the two).',
     '',
-    'use super::super::errors::{guarded, napi_ok, JsError};',
-    'use super::super::handover::js_string;',
+    'use super::super::env::{Entry, Js, JsEnv};',
+    'use super::super::errors::JsError;',
     'use super::super::marshal::JsVal;',
     'use super::super::native_connection::NativeConnection;',
     'use super::Call;',
-    'use napi::sys;',
-    'use std::ptr;',
     '',
     'type Result<T> = std::result::Result<T, JsError>;',
     '',
@@ -387,7 +385,7 @@ function rustHot() {
     const eager = args.filter((a) => a.kind in EAGER);
     const values = args.filter((a) => a.kind === 'value');
     out.push(`/// The arguments of ${signature(entry)}.`, '///', ...wrap('/// ', entry.doc), ...cfg(entry));
-    out.push(`pub(super) struct ${type}Args {`, `    call: Call<${n}>,`);
+    out.push(`pub(super) struct ${type}Args<'call> {`, `    call: Call<'call, ${n}>,`);
     for (const a of eager) out.push(`    pub ${a.field}: ${EAGER[a.kind][0]},`);
     out.push('}', '');
     if (values.length > 0) {
@@ -396,9 +394,8 @@ function rustHot() {
       for (const a of values) out.push(`    pub ${a.field}: JsVal<'a>,`);
       out.push('}', '');
     }
-    out.push(...cfg(entry), `impl ${type}Args {`);
-    out.push('    fn new(env: sys::napi_env, info: sys::napi_callback_info) -> Result<Self> {');
-    out.push(`        let call = Call::<${n}>::new(env, info)?;`);
+    out.push(...cfg(entry), `impl<'call> ${type}Args<'call> {`);
+    out.push(`    fn new(call: Call<'call, ${n}>) -> Result<Self> {`);
     out.push(`        Ok(${type}Args { ${[...eager.map((a) => `${a.field}: ${EAGER[a.kind][1](a.index)}`), 'call'].join(', ')} })`);
     out.push('    }');
     for (const a of args) {
@@ -419,31 +416,27 @@ function rustHot() {
     }
     out.push('}', '');
     const run = entry.returns === 'number'
-      ? `number(env, super::${entry.handler}(${type}Args::new(env, info)?)?)`
-      : `super::${entry.handler}(env, ${type}Args::new(env, info)?)`;
-    out.push(...cfg(entry), `unsafe extern "C" fn ${entry.handler}(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {`);
-    out.push(`    guarded(env, || ${run})`, '}', '');
+      ? `env.double(super::${entry.handler}(${type}Args::new(Call::new(env, args))?)?)`
+      : `super::${entry.handler}(env, ${type}Args::new(Call::new(env, args))?)`;
+    out.push(`/// \`${entry.name}\` as a JS function (see \`Entry\`).`, ...cfg(entry), `struct ${type};`, '');
+    out.push(...cfg(entry), `impl Entry<${n}> for ${type} {`, `    fn run<'call>(env: JsEnv<'call>, args: [Js<'call>; ${n}]) -> Result<Js<'call>> {`);
+    out.push(`        ${run}`, '    }', '}', '');
   }
-  out.push('/// A handler\'s number, for JS.');
-  out.push('fn number(env: sys::napi_env, value: f64) -> Result<sys::napi_value> {');
-  out.push('    let mut out = ptr::null_mut();', '    // SAFETY: env is live for the current call.');
-  out.push('    napi_ok(unsafe { sys::napi_create_double(env, value, &mut out) })?;', '    Ok(out)', '}', '');
-  out.push('type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;', '');
-  out.push('/// Adds the hot entry points to the module\'s exports.');
-  out.push('pub(in crate::bindings) fn register(env: sys::napi_env, exports: sys::napi_value) -> Result<()> {');
-  out.push('    let functions: &[(&str, Callback)] = &[');
-  for (const entry of HOT) out.push(...cfg(entry).map((c) => `        ${c}`), `        (${JSON.stringify(entry.name)}, ${entry.handler}),`);
+  out.push('/// Adds the hot entry points to the module\'s exports, defined as own properties (see');
+  out.push('/// `JsEnv::define_properties`).');
+  out.push('pub(in crate::bindings) fn register<\'call>(env: JsEnv<\'call>, exports: Js<\'call>) -> Result<()> {');
+  out.push('    let functions = [');
+  for (const entry of HOT) {
+    const type = entry.name.replace(/^./, (c) => c.toUpperCase());
+    out.push(...cfg(entry).map((c) => `        ${c}`), `        (${JSON.stringify(entry.name)}, env.function::<${entry.args.length}, ${type}>(${JSON.stringify(entry.name)})?),`);
+  }
   out.push('    ];');
-  out.push('    for &(name, callback) in functions {');
-  out.push('        let mut function = ptr::null_mut();');
-  out.push('        // SAFETY: env and exports belong to the module\'s initialisation call; the name is');
-  out.push('        // passed with its length.');
-  out.push('        unsafe {');
-  out.push('            napi_ok(sys::napi_create_function(env, name.as_ptr().cast(), name.len() as isize, Some(callback), ptr::null_mut(), &mut function))?;');
-  out.push('            napi_ok(sys::napi_set_property(env, exports, js_string(env, name.as_bytes())?, function))?;');
-  out.push('        }');
+  out.push('    let mut names = Vec::new();');
+  out.push('    for (name, _) in &functions {');
+  out.push('        names.extend_from_slice(name.as_bytes());');
+  out.push('        names.push(0);');
   out.push('    }');
-  out.push('    Ok(())', '}', '');
+  out.push('    env.define_properties(exports, &names, &functions.map(|(_, function)| function))', '}', '');
   return out.join('\n');
 }
 

@@ -14,9 +14,9 @@
 //   bytes  a Buffer, whose bytes are read when the handler asks, so that they are not held
 //          while JS may run (a getter could detach them);
 //   value  a user's value, read by the encoder (which may run JS);
-//   raw  the value as it came (`napi_value`).
+//   raw  the value as it came (a `Js` handle, see src/bindings/env.rs).
 // Integers, numbers and booleans are read before the handler runs, in argument order, which
-// runs no JS. A handler returns `f64` for `returns: 'number'`, else the `napi_value` to return.
+// runs no JS. A handler returns `f64` for `returns: 'number'`, else the `Js` value to return.
 
 module.exports = [
   {

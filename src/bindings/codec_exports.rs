@@ -3,6 +3,7 @@
 //! and lib/codec.js expose for code that reaches into amqplib's internals (its own test
 //! suite does). Connections never call these.
 
+use super::env::JsEnv;
 use super::errors::thrown;
 use super::handover::hand_over;
 use super::marshal::JsVal;
@@ -55,7 +56,7 @@ pub fn encode_table<'env>(env: &'env Env, table: Unknown) -> Result<BufferSlice<
 }
 
 /// Decodes with a fresh string table, so every string is handed over as new.
-fn decode_standalone<F>(env: &Env, bytes: &[u8], decode: F) -> Result<Unknown<'static>>
+fn decode_standalone<'env, F>(env: &'env Env, bytes: &[u8], decode: F) -> Result<Unknown<'env>>
 where
     F: FnOnce(&mut crate::codec::Decoder, &mut crate::codec::Reader) -> crate::codec::Result<()>,
 {
@@ -64,27 +65,27 @@ where
     let mut decoder = crate::codec::Decoder { strings: &mut strings, tape: &mut tape, base: 0 };
     let mut reader = crate::codec::Reader::new(bytes);
     decode(&mut decoder, &mut reader).map_err(|e| thrown(env.raw(), e))?;
-    let received = hand_over(env.raw(), &mut tape, bytes, None).and_then(|h| h.into_array(env.raw())).map_err(|e| thrown(env.raw(), e))?;
-    // SAFETY: `received` was created in this call's env.
-    Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), received) })
+    let js_env = JsEnv::of(env);
+    let received = hand_over(js_env, &mut tape, bytes, None).and_then(|h| h.into_array(js_env)).map_err(|e| thrown(env.raw(), e))?;
+    Ok(received.into_unknown(env))
 }
 
 /// Method arguments (the payload after the method id) onto a tape of their fixed slots.
 #[napi(catch_unwind)]
-pub fn decode_method(env: Env, method_id: u32, args: BufferSlice) -> Result<Unknown<'static>> {
-    let method = method_spec(&env, method_id)?;
-    decode_standalone(&env, &args, |d, r| d.method_args(method, r))
+pub fn decode_method<'env>(env: &'env Env, method_id: u32, args: BufferSlice) -> Result<Unknown<'env>> {
+    let method = method_spec(env, method_id)?;
+    decode_standalone(env, &args, |d, r| d.method_args(method, r))
 }
 
 /// Content properties (flags, then values) onto a tape: the flags slot, then the values.
 #[napi(catch_unwind)]
-pub fn decode_properties(env: Env, class_id: u32, bytes: BufferSlice) -> Result<Unknown<'static>> {
-    let props = properties_spec(&env, class_id)?;
-    decode_standalone(&env, &bytes, |d, r| d.properties(props, r))
+pub fn decode_properties<'env>(env: &'env Env, class_id: u32, bytes: BufferSlice) -> Result<Unknown<'env>> {
+    let props = properties_spec(env, class_id)?;
+    decode_standalone(env, &bytes, |d, r| d.properties(props, r))
 }
 
 /// A field table body (without its length prefix): two fixed slots, start and count.
 #[napi(catch_unwind)]
-pub fn decode_table(env: Env, body: BufferSlice) -> Result<Unknown<'static>> {
-    decode_standalone(&env, &body, |d, r| d.table_slots(r))
+pub fn decode_table<'env>(env: &'env Env, body: BufferSlice) -> Result<Unknown<'env>> {
+    decode_standalone(env, &body, |d, r| d.table_slots(r))
 }

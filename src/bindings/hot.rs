@@ -19,7 +19,8 @@
 //! description in scripts/hot-entry-points.js, which lib/native.d.ts declares them from too:
 //! each function here gets its arguments by name.
 
-use super::errors::{napi_ok, JsError};
+use super::env::{Finalize, Js, JsEnv, Reference, Tagged};
+use super::errors::JsError;
 use super::handover::hand_over_received;
 use super::marshal::JsVal;
 use super::native_connection::NativeConnection;
@@ -27,7 +28,6 @@ use crate::frame::{self, write_publish_head, Publish};
 use crate::spec;
 use napi::sys;
 use std::cell::Cell;
-use std::ptr;
 
 #[cfg(native_socket)]
 use generated::FlushSocketArgs;
@@ -45,91 +45,63 @@ type Result<T> = std::result::Result<T, JsError>;
 /// What a handle's External holds.
 struct Handle {
     connection: *mut NativeConnection,
-    reference: sys::napi_ref,
+    /// Keeps the connection's JS object, which owns the connection, alive.
+    reference: Reference,
 }
 
-/// Marks our handles, so that no other External is taken for one.
-const HANDLE_TAG: sys::napi_type_tag = sys::napi_type_tag { lower: 0x616d_7170_6c69_6272, upper: 0x7273_2d68_6f74_0001 };
+impl Finalize for Handle {
+    fn finalize(self, env: JsEnv<'_>) {
+        self.reference.delete(env);
+    }
+}
 
-unsafe extern "C" fn drop_handle(env: sys::napi_env, data: *mut std::ffi::c_void, _hint: *mut std::ffi::c_void) {
-    // SAFETY: `data` is the Box<Handle> leaked in `handle`, finalised exactly once.
-    let handle = unsafe { Box::from_raw(data.cast::<Handle>()) };
-    // SAFETY: the reference was made in this env, and is deleted only here.
-    unsafe { sys::napi_delete_reference(env, handle.reference) };
+impl Tagged for Handle {
+    const TAG: sys::napi_type_tag = sys::napi_type_tag { lower: 0x616d_7170_6c69_6272, upper: 0x7273_2d68_6f74_0001 };
 }
 
 /// A handle for `connection`, whose JS object is `this`.
-pub(super) fn handle(env: sys::napi_env, connection: *mut NativeConnection, this: sys::napi_value) -> Result<sys::napi_value> {
-    let mut reference = ptr::null_mut();
-    let mut out = ptr::null_mut();
-    // SAFETY: env and `this` belong to the current call; the Box is reclaimed by
-    // `drop_handle`, or here if Node refuses the External.
-    unsafe {
-        napi_ok(sys::napi_create_reference(env, this, 1, &mut reference))?;
-        let handle = Box::into_raw(Box::new(Handle { connection, reference }));
-        let status = sys::napi_create_external(env, handle.cast(), Some(drop_handle), ptr::null_mut(), &mut out);
-        if status != sys::Status::napi_ok {
-            drop_handle(env, handle.cast(), ptr::null_mut());
-            return Err(JsError::plain("Could not make a connection handle"));
-        }
-        napi_ok(sys::napi_type_tag_object(env, out, &HANDLE_TAG))?;
-    }
-    Ok(out)
+pub(super) fn handle<'call>(env: JsEnv<'call>, connection: *mut NativeConnection, this: Js<'call>) -> Result<Js<'call>> {
+    let reference = env.reference(this)?;
+    env.external(Handle { connection, reference })
 }
 
 /// One call of an entry point: its env and its `N` arguments (missing ones undefined).
-struct Call<const N: usize> {
-    env: sys::napi_env,
-    args: [sys::napi_value; N],
+struct Call<'call, const N: usize> {
+    env: JsEnv<'call>,
+    args: [Js<'call>; N],
     /// The connection has been taken: a call takes it once, so there is one `&mut` to it.
     connection_taken: Cell<bool>,
 }
 
-impl<const N: usize> Call<N> {
-    fn new(env: sys::napi_env, info: sys::napi_callback_info) -> Result<Self> {
-        let mut args = [ptr::null_mut(); N];
-        let mut argc = N;
-        // SAFETY: `args` has room for `argc` values.
-        napi_ok(unsafe { sys::napi_get_cb_info(env, info, &mut argc, args.as_mut_ptr(), ptr::null_mut(), ptr::null_mut()) })?;
-        Ok(Call { env, args, connection_taken: Cell::new(false) })
+impl<'call, const N: usize> Call<'call, N> {
+    fn new(env: JsEnv<'call>, args: [Js<'call>; N]) -> Self {
+        Call { env, args, connection_taken: Cell::new(false) }
     }
 
     fn u32(&self, i: usize) -> Result<u32> {
-        let mut out = 0;
-        // SAFETY: env and argument belong to this call; no coercion, so no JS runs.
-        napi_ok(unsafe { sys::napi_get_value_uint32(self.env, self.args[i], &mut out) })?;
-        Ok(out)
+        self.env.get_u32(self.args[i]).ok_or_else(|| JsError::plain(format!("Argument {i} is not a number")))
     }
 
     fn f64(&self, i: usize) -> Result<f64> {
-        let mut out = 0.0;
-        // SAFETY: as for `u32`.
-        napi_ok(unsafe { sys::napi_get_value_double(self.env, self.args[i], &mut out) })?;
-        Ok(out)
+        self.env.get_f64(self.args[i]).ok_or_else(|| JsError::plain(format!("Argument {i} is not a number")))
     }
 
     fn bool(&self, i: usize) -> Result<bool> {
-        let mut out = false;
-        // SAFETY: as for `u32`.
-        napi_ok(unsafe { sys::napi_get_value_bool(self.env, self.args[i], &mut out) })?;
-        Ok(out)
+        self.env.get_bool(self.args[i]).ok_or_else(|| JsError::plain(format!("Argument {i} is not a boolean")))
     }
 
     /// The bytes of a Buffer argument, for as long as nothing can run JS (which could
     /// detach them): they borrow the call, as [`user_values`](Self::user_values) cannot.
     fn bytes(&self, i: usize) -> Result<&[u8]> {
-        let mut data = ptr::null_mut();
-        let mut len = 0;
-        // SAFETY: env and argument belong to this call, and the argument keeps the store alive.
-        napi_ok(unsafe { sys::napi_get_buffer_info(self.env, self.args[i], &mut data, &mut len) })?;
-        // SAFETY: Node-API gives the live store of `len` bytes.
-        Ok(if len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) } })
+        let (data, len) = self.env.buffer_info(self.args[i])?;
+        // SAFETY: Node-API gave the live store of `len` bytes, which the argument keeps alive
+        // and no JS can detach while the call is borrowed.
+        Ok(if len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(data, len) } })
     }
 
     /// Arguments given by the user, to be read by the encoder (which may run JS).
     fn user_values<const K: usize>(&mut self, indices: [usize; K]) -> [JsVal<'_>; K] {
-        // SAFETY: the arguments belong to this call, which the values borrow.
-        indices.map(|i| unsafe { JsVal::new(self.env, self.args[i]) })
+        indices.map(|i| JsVal::new(self.env, self.args[i]))
     }
 
     /// The connection behind the handle argument `i`, once per call. It borrows the call
@@ -137,23 +109,17 @@ impl<const N: usize> Call<N> {
     /// is not memory of the call's, and the once-per-call flag keeps it unique.
     #[allow(clippy::mut_from_ref)]
     fn connection(&self, i: usize) -> Result<&mut NativeConnection> {
-        let mut tagged = false;
-        // SAFETY: env and argument belong to this call.
-        napi_ok(unsafe { sys::napi_check_object_type_tag(self.env, self.args[i], &HANDLE_TAG, &mut tagged) })?;
-        if !tagged {
+        let Some(handle) = self.env.external_data::<Handle>(self.args[i])? else {
             return Err(JsError::plain("Not a connection handle"));
-        }
+        };
         if self.connection_taken.replace(true) {
             return Err(JsError::plain("The connection was already taken in this call"));
         }
-        let mut data = ptr::null_mut();
-        // SAFETY: as above.
-        napi_ok(unsafe { sys::napi_get_value_external(self.env, self.args[i], &mut data) })?;
-        // SAFETY: tagged handles are made by `handle` only and hold a strong reference to the
-        // connection's JS object, which owns it. No other reference to it is live: none is
-        // held while JS runs (a `JsVal` and this borrow exclude each other), an outer call
-        // is therefore not holding one, and this call takes it once.
-        Ok(unsafe { &mut *(*data.cast::<Handle>()).connection })
+        // SAFETY: handles hold a strong reference to the connection's JS object, which owns
+        // it. No other reference to it is live: none is held while JS runs (a `JsVal` and this
+        // borrow exclude each other), an outer call is therefore not holding one, and this
+        // call takes it once.
+        Ok(unsafe { &mut *handle.connection })
     }
 }
 
@@ -242,28 +208,23 @@ fn send_acknowledgement(args: SendAcknowledgementArgs) -> Result<f64> {
 }
 
 /// `[tape, objects, slab]`, as `HandedOver::into_array` makes it.
-fn receive(env: sys::napi_env, args: ReceiveArgs) -> Result<sys::napi_value> {
+fn receive<'call>(env: JsEnv<'call>, args: ReceiveArgs<'call>) -> Result<Js<'call>> {
     let chunk = args.chunk()?;
     let connection = args.connection()?;
     connection.core.receive(chunk);
     hand_over_received(env, &mut connection.core, &mut connection.serializer, Some(args.spare))?.into_array(env)
 }
 
-fn take_output(env: sys::napi_env, args: TakeOutputArgs) -> Result<sys::napi_value> {
+fn take_output<'call>(env: JsEnv<'call>, args: TakeOutputArgs<'call>) -> Result<Js<'call>> {
     let connection = args.connection()?;
-    let mut out = ptr::null_mut();
     let pending = &connection.core.out;
     if pending.is_empty() {
-        // SAFETY: env is live for this call.
-        napi_ok(unsafe { sys::napi_get_null(env, &mut out) })?;
-        return Ok(out);
+        return env.null();
     }
     // A copy, not the Vec itself: V8 accounts for memory it allocated, but Buffers over
     // outside memory are collected too late at high rates (RSS passed 1 GB sending 64 KB
     // messages), and the connection keeps its buffer's capacity for the next turn.
-    let mut data = ptr::null_mut();
-    // SAFETY: copies `pending.len()` bytes from a live Vec into the fresh Buffer.
-    napi_ok(unsafe { sys::napi_create_buffer_copy(env, pending.len(), pending.as_ptr().cast(), &mut data, &mut out) })?;
+    let out = env.buffer_copy(pending)?;
     connection.core.clear_output();
     Ok(out)
 }

@@ -2,21 +2,19 @@
 //! The hot entry points' registration and the decoding of their arguments by name, for their
 //! handlers in `hot.rs`, whose child module this is (so that `Call` stays private to the two).
 
-use super::super::errors::{guarded, napi_ok, JsError};
-use super::super::handover::js_string;
+use super::super::env::{Entry, Js, JsEnv};
+use super::super::errors::JsError;
 use super::super::marshal::JsVal;
 use super::super::native_connection::NativeConnection;
 use super::Call;
-use napi::sys;
-use std::ptr;
 
 type Result<T> = std::result::Result<T, JsError>;
 
 /// The arguments of `sendMethod(handle, channel, methodId, fields)`.
 ///
 /// A method frame. The bytes waiting afterwards.
-pub(super) struct SendMethodArgs {
-    call: Call<4>,
+pub(super) struct SendMethodArgs<'call> {
+    call: Call<'call, 4>,
     pub channel: u16,
     pub method_id: u32,
 }
@@ -26,9 +24,8 @@ pub(super) struct SendMethodValues<'a> {
     pub fields: JsVal<'a>,
 }
 
-impl SendMethodArgs {
-    fn new(env: sys::napi_env, info: sys::napi_callback_info) -> Result<Self> {
-        let call = Call::<4>::new(env, info)?;
+impl<'call> SendMethodArgs<'call> {
+    fn new(call: Call<'call, 4>) -> Result<Self> {
         Ok(SendMethodArgs { channel: call.u32(1)? as u16, method_id: call.u32(2)?, call })
     }
 
@@ -44,15 +41,20 @@ impl SendMethodArgs {
     }
 }
 
-unsafe extern "C" fn send_method(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    guarded(env, || number(env, super::send_method(SendMethodArgs::new(env, info)?)?))
+/// `sendMethod` as a JS function (see `Entry`).
+struct SendMethod;
+
+impl Entry<4> for SendMethod {
+    fn run<'call>(env: JsEnv<'call>, args: [Js<'call>; 4]) -> Result<Js<'call>> {
+        env.double(super::send_method(SendMethodArgs::new(Call::new(env, args))?)?)
+    }
 }
 
 /// The arguments of `sendMessage(handle, channel, methodId, fields, classId, properties, content)`.
 ///
 /// A method with content (method, header and body frames). The bytes waiting afterwards.
-pub(super) struct SendMessageArgs {
-    call: Call<7>,
+pub(super) struct SendMessageArgs<'call> {
+    call: Call<'call, 7>,
     pub channel: u16,
     pub method_id: u32,
     pub class_id: u16,
@@ -64,9 +66,8 @@ pub(super) struct SendMessageValues<'a> {
     pub properties: JsVal<'a>,
 }
 
-impl SendMessageArgs {
-    fn new(env: sys::napi_env, info: sys::napi_callback_info) -> Result<Self> {
-        let call = Call::<7>::new(env, info)?;
+impl<'call> SendMessageArgs<'call> {
+    fn new(call: Call<'call, 7>) -> Result<Self> {
         Ok(SendMessageArgs { channel: call.u32(1)? as u16, method_id: call.u32(2)?, class_id: call.u32(4)? as u16, call })
     }
 
@@ -87,16 +88,21 @@ impl SendMessageArgs {
     }
 }
 
-unsafe extern "C" fn send_message(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    guarded(env, || number(env, super::send_message(SendMessageArgs::new(env, info)?)?))
+/// `sendMessage` as a JS function (see `Entry`).
+struct SendMessage;
+
+impl Entry<7> for SendMessage {
+    fn run<'call>(env: JsEnv<'call>, args: [Js<'call>; 7]) -> Result<Js<'call>> {
+        env.double(super::send_message(SendMessageArgs::new(Call::new(env, args))?)?)
+    }
 }
 
 /// The arguments of `sendPublish(handle, channel, exchange, routingKey, mandatory, immediate, properties, present, content)`.
 ///
 /// A basic.publish with its content; `present` flags the properties that are neither undefined nor
 /// null, as lib/spec.js computes them. The bytes waiting afterwards.
-pub(super) struct SendPublishArgs {
-    call: Call<9>,
+pub(super) struct SendPublishArgs<'call> {
+    call: Call<'call, 9>,
     pub channel: u16,
     pub mandatory: bool,
     pub immediate: bool,
@@ -110,9 +116,8 @@ pub(super) struct SendPublishValues<'a> {
     pub properties: JsVal<'a>,
 }
 
-impl SendPublishArgs {
-    fn new(env: sys::napi_env, info: sys::napi_callback_info) -> Result<Self> {
-        let call = Call::<9>::new(env, info)?;
+impl<'call> SendPublishArgs<'call> {
+    fn new(call: Call<'call, 9>) -> Result<Self> {
         Ok(SendPublishArgs { channel: call.u32(1)? as u16, mandatory: call.bool(4)?, immediate: call.bool(5)?, present: call.u32(7)? as u16, call })
     }
 
@@ -133,22 +138,26 @@ impl SendPublishArgs {
     }
 }
 
-unsafe extern "C" fn send_publish(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    guarded(env, || number(env, super::send_publish(SendPublishArgs::new(env, info)?)?))
+/// `sendPublish` as a JS function (see `Entry`).
+struct SendPublish;
+
+impl Entry<9> for SendPublish {
+    fn run<'call>(env: JsEnv<'call>, args: [Js<'call>; 9]) -> Result<Js<'call>> {
+        env.double(super::send_publish(SendPublishArgs::new(Call::new(env, args))?)?)
+    }
 }
 
 /// The arguments of `sendPublishAgain(handle, channel, content)`.
 ///
 /// The channel's last publish again, with this content. The bytes waiting afterwards, or -1 when
 /// the channel has no publish to repeat.
-pub(super) struct SendPublishAgainArgs {
-    call: Call<3>,
+pub(super) struct SendPublishAgainArgs<'call> {
+    call: Call<'call, 3>,
     pub channel: u16,
 }
 
-impl SendPublishAgainArgs {
-    fn new(env: sys::napi_env, info: sys::napi_callback_info) -> Result<Self> {
-        let call = Call::<3>::new(env, info)?;
+impl<'call> SendPublishAgainArgs<'call> {
+    fn new(call: Call<'call, 3>) -> Result<Self> {
         Ok(SendPublishAgainArgs { channel: call.u32(1)? as u16, call })
     }
 
@@ -163,8 +172,13 @@ impl SendPublishAgainArgs {
     }
 }
 
-unsafe extern "C" fn send_publish_again(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    guarded(env, || number(env, super::send_publish_again(SendPublishAgainArgs::new(env, info)?)?))
+/// `sendPublishAgain` as a JS function (see `Entry`).
+struct SendPublishAgain;
+
+impl Entry<3> for SendPublishAgain {
+    fn run<'call>(env: JsEnv<'call>, args: [Js<'call>; 3]) -> Result<Js<'call>> {
+        env.double(super::send_publish_again(SendPublishAgainArgs::new(Call::new(env, args))?)?)
+    }
 }
 
 /// The arguments of `sendAcknowledgement(handle, channel, methodId, deliveryTag, flags)`.
@@ -172,17 +186,16 @@ unsafe extern "C" fn send_publish_again(env: sys::napi_env, info: sys::napi_call
 /// basic.ack, nack or reject with a safe-integer tag, `flags` packed bit by bit in the order of its
 /// arguments; an ack is made one with the ack before it when together they settle what one
 /// `multiple` ack does (core/src/unsettled.rs). The bytes waiting afterwards.
-pub(super) struct SendAcknowledgementArgs {
-    call: Call<5>,
+pub(super) struct SendAcknowledgementArgs<'call> {
+    call: Call<'call, 5>,
     pub channel: u16,
     pub method_id: u32,
     pub delivery_tag: f64,
     pub flags: u8,
 }
 
-impl SendAcknowledgementArgs {
-    fn new(env: sys::napi_env, info: sys::napi_callback_info) -> Result<Self> {
-        let call = Call::<5>::new(env, info)?;
+impl<'call> SendAcknowledgementArgs<'call> {
+    fn new(call: Call<'call, 5>) -> Result<Self> {
         Ok(SendAcknowledgementArgs { channel: call.u32(1)? as u16, method_id: call.u32(2)?, delivery_tag: call.f64(3)?, flags: call.u32(4)? as u8, call })
     }
 
@@ -192,8 +205,13 @@ impl SendAcknowledgementArgs {
     }
 }
 
-unsafe extern "C" fn send_acknowledgement(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    guarded(env, || number(env, super::send_acknowledgement(SendAcknowledgementArgs::new(env, info)?)?))
+/// `sendAcknowledgement` as a JS function (see `Entry`).
+struct SendAcknowledgement;
+
+impl Entry<5> for SendAcknowledgement {
+    fn run<'call>(env: JsEnv<'call>, args: [Js<'call>; 5]) -> Result<Js<'call>> {
+        env.double(super::send_acknowledgement(SendAcknowledgementArgs::new(Call::new(env, args))?)?)
+    }
 }
 
 /// The arguments of `receive(handle, chunk, spare)`.
@@ -201,14 +219,13 @@ unsafe extern "C" fn send_acknowledgement(env: sys::napi_env, info: sys::napi_ca
 /// Parses what a stream transport read: the tape, its objects and its content slab for every
 /// complete frame, the tape written into `spare` (the last tape this returned) when JS is done with
 /// it.
-pub(super) struct ReceiveArgs {
-    call: Call<3>,
-    pub spare: sys::napi_value,
+pub(super) struct ReceiveArgs<'call> {
+    call: Call<'call, 3>,
+    pub spare: Js<'call>,
 }
 
-impl ReceiveArgs {
-    fn new(env: sys::napi_env, info: sys::napi_callback_info) -> Result<Self> {
-        let call = Call::<3>::new(env, info)?;
+impl<'call> ReceiveArgs<'call> {
+    fn new(call: Call<'call, 3>) -> Result<Self> {
         Ok(ReceiveArgs { spare: call.args[2], call })
     }
 
@@ -223,20 +240,24 @@ impl ReceiveArgs {
     }
 }
 
-unsafe extern "C" fn receive(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    guarded(env, || super::receive(env, ReceiveArgs::new(env, info)?))
+/// `receive` as a JS function (see `Entry`).
+struct Receive;
+
+impl Entry<3> for Receive {
+    fn run<'call>(env: JsEnv<'call>, args: [Js<'call>; 3]) -> Result<Js<'call>> {
+        super::receive(env, ReceiveArgs::new(Call::new(env, args))?)
+    }
 }
 
 /// The arguments of `takeOutput(handle)`.
 ///
 /// Everything encoded since the last call, as one Buffer, or null.
-pub(super) struct TakeOutputArgs {
-    call: Call<1>,
+pub(super) struct TakeOutputArgs<'call> {
+    call: Call<'call, 1>,
 }
 
-impl TakeOutputArgs {
-    fn new(env: sys::napi_env, info: sys::napi_callback_info) -> Result<Self> {
-        let call = Call::<1>::new(env, info)?;
+impl<'call> TakeOutputArgs<'call> {
+    fn new(call: Call<'call, 1>) -> Result<Self> {
         Ok(TakeOutputArgs { call })
     }
 
@@ -246,8 +267,13 @@ impl TakeOutputArgs {
     }
 }
 
-unsafe extern "C" fn take_output(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    guarded(env, || super::take_output(env, TakeOutputArgs::new(env, info)?))
+/// `takeOutput` as a JS function (see `Entry`).
+struct TakeOutput;
+
+impl Entry<1> for TakeOutput {
+    fn run<'call>(env: JsEnv<'call>, args: [Js<'call>; 1]) -> Result<Js<'call>> {
+        super::take_output(env, TakeOutputArgs::new(Call::new(env, args))?)
+    }
 }
 
 /// The arguments of `flushSocket(handle)`.
@@ -256,14 +282,13 @@ unsafe extern "C" fn take_output(env: sys::napi_env, info: sys::napi_callback_in
 /// follows), or a negative errno. Only where the platform has the native socket
 /// (`hasNativeSocket()`).
 #[cfg(native_socket)]
-pub(super) struct FlushSocketArgs {
-    call: Call<1>,
+pub(super) struct FlushSocketArgs<'call> {
+    call: Call<'call, 1>,
 }
 
 #[cfg(native_socket)]
-impl FlushSocketArgs {
-    fn new(env: sys::napi_env, info: sys::napi_callback_info) -> Result<Self> {
-        let call = Call::<1>::new(env, info)?;
+impl<'call> FlushSocketArgs<'call> {
+    fn new(call: Call<'call, 1>) -> Result<Self> {
         Ok(FlushSocketArgs { call })
     }
 
@@ -273,42 +298,35 @@ impl FlushSocketArgs {
     }
 }
 
+/// `flushSocket` as a JS function (see `Entry`).
 #[cfg(native_socket)]
-unsafe extern "C" fn flush_socket(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    guarded(env, || number(env, super::flush_socket(FlushSocketArgs::new(env, info)?)?))
-}
+struct FlushSocket;
 
-/// A handler's number, for JS.
-fn number(env: sys::napi_env, value: f64) -> Result<sys::napi_value> {
-    let mut out = ptr::null_mut();
-    // SAFETY: env is live for the current call.
-    napi_ok(unsafe { sys::napi_create_double(env, value, &mut out) })?;
-    Ok(out)
-}
-
-type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
-
-/// Adds the hot entry points to the module's exports.
-pub(in crate::bindings) fn register(env: sys::napi_env, exports: sys::napi_value) -> Result<()> {
-    let functions: &[(&str, Callback)] = &[
-        ("sendMethod", send_method),
-        ("sendMessage", send_message),
-        ("sendPublish", send_publish),
-        ("sendPublishAgain", send_publish_again),
-        ("sendAcknowledgement", send_acknowledgement),
-        ("receive", receive),
-        ("takeOutput", take_output),
-        #[cfg(native_socket)]
-        ("flushSocket", flush_socket),
-    ];
-    for &(name, callback) in functions {
-        let mut function = ptr::null_mut();
-        // SAFETY: env and exports belong to the module's initialisation call; the name is
-        // passed with its length.
-        unsafe {
-            napi_ok(sys::napi_create_function(env, name.as_ptr().cast(), name.len() as isize, Some(callback), ptr::null_mut(), &mut function))?;
-            napi_ok(sys::napi_set_property(env, exports, js_string(env, name.as_bytes())?, function))?;
-        }
+#[cfg(native_socket)]
+impl Entry<1> for FlushSocket {
+    fn run<'call>(env: JsEnv<'call>, args: [Js<'call>; 1]) -> Result<Js<'call>> {
+        env.double(super::flush_socket(FlushSocketArgs::new(Call::new(env, args))?)?)
     }
-    Ok(())
+}
+
+/// Adds the hot entry points to the module's exports, defined as own properties (see
+/// `JsEnv::define_properties`).
+pub(in crate::bindings) fn register<'call>(env: JsEnv<'call>, exports: Js<'call>) -> Result<()> {
+    let functions = [
+        ("sendMethod", env.function::<4, SendMethod>("sendMethod")?),
+        ("sendMessage", env.function::<7, SendMessage>("sendMessage")?),
+        ("sendPublish", env.function::<9, SendPublish>("sendPublish")?),
+        ("sendPublishAgain", env.function::<3, SendPublishAgain>("sendPublishAgain")?),
+        ("sendAcknowledgement", env.function::<5, SendAcknowledgement>("sendAcknowledgement")?),
+        ("receive", env.function::<3, Receive>("receive")?),
+        ("takeOutput", env.function::<1, TakeOutput>("takeOutput")?),
+        #[cfg(native_socket)]
+        ("flushSocket", env.function::<1, FlushSocket>("flushSocket")?),
+    ];
+    let mut names = Vec::new();
+    for (name, _) in &functions {
+        names.extend_from_slice(name.as_bytes());
+        names.push(0);
+    }
+    env.define_properties(exports, &names, &functions.map(|(_, function)| function))
 }

@@ -1,4 +1,5 @@
 //! The Node-API layer over the core, one concern per file:
+//! - [`env`]: the safe layer over the Node-API calls that run no JS (`JsEnv`, `Js`);
 //! - [`errors`]: the one conversion of errors (and caught panics) into thrown JS errors;
 //! - [`marshal`]: reading JS values for the encoder ([`marshal::JsVal`]);
 //! - [`handover`]: a read's events, through the connection's serializer (`serializer.rs`), to JS;
@@ -49,6 +50,7 @@ use napi_derive::napi;
 
 #[cfg(feature = "codec-exports")]
 mod codec_exports;
+mod env;
 mod errors;
 mod handover;
 mod hot;
@@ -78,5 +80,6 @@ pub fn panic_for_test(message: String) {
 /// module's exports.
 #[napi(module_exports)]
 pub fn register_hot_entry_points(exports: Object, env: Env) -> Result<()> {
-    instance::install(env.raw()).and_then(|()| hot::register(env.raw(), exports.raw())).map_err(|e| errors::thrown(env.raw(), e))
+    let js_env = env::JsEnv::of(&env);
+    instance::install(js_env).and_then(|()| hot::register(js_env, env::Js::of(&exports))).map_err(|e| errors::thrown(env.raw(), e))
 }

@@ -2,6 +2,7 @@
 //! the sans-IO core and, where the platform has it, the native socket. What is called per
 //! message or per read goes through `hot.rs` instead, with a handle made here.
 
+use super::env::{Js, JsEnv};
 use super::hot;
 use crate::connection::Connection;
 use crate::serializer::Serializer;
@@ -40,10 +41,9 @@ impl NativeConnection {
     /// A handle for the per-message entry points (see `hot.rs`), which keeps this
     /// connection alive.
     #[napi(catch_unwind)]
-    pub fn handle(&mut self, env: Env, this: This) -> Result<Unknown<'_>> {
-        let handle = hot::handle(env.raw(), self, this.object.raw()).map_err(|e| super::errors::thrown(env.raw(), e))?;
-        // SAFETY: `handle` was created in this call's env.
-        Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), handle) })
+    pub fn handle<'env>(&mut self, env: &'env Env, this: This<'env>) -> Result<Unknown<'env>> {
+        let handle = hot::handle(JsEnv::of(env), self, Js::of(&this.object)).map_err(|e| super::errors::thrown(env.raw(), e))?;
+        Ok(handle.into_unknown(env))
     }
 
     #[napi(catch_unwind)]
@@ -75,9 +75,10 @@ impl NativeConnection {
 
     /// The connection is over: give back the buffers' memory now (see `release_buffers`).
     #[napi(catch_unwind)]
-    pub fn release(&mut self) {
+    #[cfg_attr(not(native_socket), allow(unused_variables))]
+    pub fn release(&mut self, env: Env) {
         #[cfg(native_socket)]
-        self.close_socket();
+        self.close_socket(JsEnv::of(&env));
         self.core.release_buffers();
         self.serializer = Serializer::default();
     }
