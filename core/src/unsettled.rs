@@ -278,9 +278,9 @@ mod tests {
     #[test]
     fn agrees_with_a_set_of_the_waiting_tags_over_random_deliveries_and_settlements() {
         // Miri interprets: four seeds there (both kinds of window), forty natively.
-        let seeds = if cfg!(miri) { 4 } else { 40 };
+        let seeds: u64 = if cfg!(miri) { 4 } else { 40 };
         for seed in 1..=seeds {
-            let mut random = Random(seed * 0x9e37_79b9_7f4a_7c15);
+            let mut random = Random(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
             let mut record = Unsettled::default();
             let mut waiting = BTreeSet::new();
             let mut next = 1u64;
