@@ -15,11 +15,14 @@ const { prng } = require('./helpers');
 // A stream that takes nothing: the test reads the session's output itself.
 const STREAM = { writableLength: 0, write: () => true, once: () => {} };
 
+// Channel 1 of a new session: with its records (JS's, and the core's, which keeps the last
+// publish's frames), or a bare number, which has no cache.
 function outgoing(withRecord) {
   const session = new native.NativeConnection();
   const handle = session.handle();
   const channels = withRecord ? [undefined, { waiting: 0, lastPublish: null, highWaterMark: 0 }] : [];
-  return { out: new Outgoing(STREAM, session, handle, channels, false), handle };
+  const channel = withRecord ? session.openChannel(1) : 1;
+  return { out: new Outgoing(STREAM, session, handle, channels, false), handle, channel };
 }
 
 
@@ -55,7 +58,7 @@ describe('the publish repeat cache', () => {
       pick(changes)();
       const content = Buffer.alloc(Math.floor(next() * 300), step & 0xff);
       const hadSnapshot = cached.out.channels[1].lastPublish;
-      cached.out.sendMessage(1, defs.BasicPublish, fields, defs.BasicProperties, props, content);
+      cached.out.sendMessage(cached.channel, defs.BasicPublish, fields, defs.BasicProperties, props, content);
       if (hadSnapshot && cached.out.channels[1].lastPublish === hadSnapshot) repeats++;
       const fresh = outgoing(false);
       fresh.out.sendMessage(1, defs.BasicPublish, fields, defs.BasicProperties, props, content);

@@ -17,6 +17,8 @@ const EVENT_POOLED_BODY = 4;
 const EVENT_MESSAGE = 5;
 // A channel's content frames broke the protocol: `id` is the reply code.
 const EVENT_CHANNEL_ERROR = 6;
+// The close-ok of our close of the channel: it has ended.
+const EVENT_CHANNEL_CLOSED = 7;
 // A heartbeat frame.
 const EVENT_HEARTBEAT = 8;
 // Slots every event starts with.
@@ -91,6 +93,12 @@ const SOCKET_END = 4;
 const SOCKET_ERROR = 5;
 // Closed after an end the caller asked for; the last event.
 const SOCKET_CLOSE = 6;
+// sendPublishAgain: the channel has no publish to repeat.
+const REFUSED_NO_REPEAT = -1;
+// The channel is closing: its close was sent.
+const REFUSED_CHANNEL_CLOSING = -2;
+// The channel is closed, by either side or with its connection.
+const REFUSED_CHANNEL_CLOSED = -3;
 // Bytes a connection takes in before the event loop gets a turn (timers, other sockets).
 const READ_BUDGET = 2097152;
 
@@ -102,6 +110,7 @@ module.exports = {
   EVENT_POOLED_BODY,
   EVENT_MESSAGE,
   EVENT_CHANNEL_ERROR,
+  EVENT_CHANNEL_CLOSED,
   EVENT_HEARTBEAT,
   EVENT_HEAD_SLOTS,
   TAPE_HELD,
@@ -139,5 +148,8 @@ module.exports = {
   SOCKET_END,
   SOCKET_ERROR,
   SOCKET_CLOSE,
+  REFUSED_NO_REPEAT,
+  REFUSED_CHANNEL_CLOSING,
+  REFUSED_CHANNEL_CLOSED,
   READ_BUDGET,
 };

@@ -3,17 +3,21 @@
 // requests, the closing handshake, publisher confirms, and handing messages on. A message
 // comes whole: the native core owns the content rules (core/src/content.rs), and reports frames
 // out of turn as a channel error of their own (a ChannelViolation, lib/incoming.js), not a frame.
+// Whether the channel is open is the native core's too (core/src/channels.rs): it refuses what
+// may not be sent on a channel closing or closed (worded here as amqplib's IllegalOperationError,
+// with the stack of the moment the state changed), and between our close and its close-ok it
+// hands on nothing of the channel but that close-ok, and answers a close crossing ours.
 // Its internal interface is that of amqplib's lib/channel.js.
 
 const EventEmitter = require('node:events');
 const { format: fmt } = require('node:util');
 const defs = require('./defs');
 const { closeMessage, methodName, inspect, violationText } = require('./format');
-const { ChannelViolation } = require('./incoming');
+const { ChannelViolation, ChannelClosed } = require('./incoming');
 const { IllegalOperationError, stackCapture } = require('./error');
 const safeEmit = require('./safe_emit');
 const Args = require('./api_args');
-const { isEncodableTag } = require('./outgoing');
+const { isEncodableTag, ChannelRefused } = require('./outgoing');
 const tracing = require('./tracing');
 
 const { constants } = defs;
@@ -24,6 +28,9 @@ class Channel extends EventEmitter {
     this.connection = connection;
     this.reply = null; // the continuation of the RPC in flight
     this.pending = []; // RPCs waiting for it
+    this.closeWaiter = null; // the continuation of our close, called at its close-ok
+    // Where the channel began closing, or closed: IllegalOperationError's stackAtStateChange.
+    this.stackAtStateChange = undefined;
     // Publisher confirms: callbacks of unconfirmed publishes, the first one's tag is lwm.
     this.lwm = 1;
     this.unconfirmed = new ConfirmQueue();
@@ -38,19 +45,35 @@ class Channel extends EventEmitter {
     this.options = options;
   }
 
+  // The channel's number, and the handle the native core knows it by (core/src/channels.rs).
   allocate() {
     this.ch = this.connection.freshChannel(this, this.options);
+    this.handle = this.connection.openChannel(this.ch);
     return this;
   }
 
   sendImmediately(method, fields) {
-    return this.connection.sendMethod(this.ch, method, fields);
+    try {
+      return this.connection.sendMethod(this.handle, method, fields);
+    } catch (err) {
+      throw this.refusal(err);
+    }
   }
 
   // basic.ack, nack or reject of one delivery tag (a safe integer) with its flags as the
   // native encoder takes them: no fields object per acknowledgement.
   sendAcknowledgement(method, tag, flags) {
-    return this.connection.sendAcknowledgement(this.ch, method, tag, flags);
+    try {
+      return this.connection.sendAcknowledgement(this.handle, method, tag, flags);
+    } catch (err) {
+      throw this.refusal(err);
+    }
+  }
+
+  // A send the native core refused (the channel closing or closed), as amqplib words it.
+  refusal(err) {
+    if (!(err instanceof ChannelRefused)) return err;
+    return new IllegalOperationError(err.closing ? 'Channel closing' : 'Channel closed', this.stackAtStateChange);
   }
 
   // Both APIs' ack: a tag the server gave goes straight to the encoder (which makes it one
@@ -88,6 +111,9 @@ class Channel extends EventEmitter {
         throw err;
       }
     } else {
+      // Queued RPCs are sent later: whether they may be is asked now.
+      const refused = this.connection.channelRefusal(this.handle);
+      if (refused !== null) throw this.refusal(refused);
       this.pending.push({ method, fields, reply });
     }
   }
@@ -110,7 +136,11 @@ class Channel extends EventEmitter {
   }
 
   sendMessage(fields, properties, content) {
-    return this.connection.sendMessage(this.ch, defs.BasicPublish, fields, defs.BasicProperties, properties, content);
+    try {
+      return this.connection.sendMessage(this.handle, defs.BasicPublish, fields, defs.BasicProperties, properties, content);
+    } catch (err) {
+      throw this.refusal(err);
+    }
   }
 
   // publish and sendToQueue of both APIs; traced on amqplib:publish when subscribed, the
@@ -170,24 +200,17 @@ class Channel extends EventEmitter {
 
   toClosed(capturedStack) {
     this._rejectPending();
-    invalidateSend(this, 'Channel closed', capturedStack);
-    this.accept = invalidOp('Channel closed', capturedStack);
+    this.stackAtStateChange = capturedStack;
     this.connection.releaseChannel(this.ch);
     safeEmit(this, 'close');
   }
 
-  // We sent Close: only CloseOk (or a Close crossing ours) matters now.
-  toClosing(capturedStack, k) {
-    const send = this.sendImmediately.bind(this);
-    invalidateSend(this, 'Channel closing', capturedStack);
-    this.accept = function (f) {
-      if (f.id === defs.ChannelCloseOk) {
-        if (k) k();
-        this.toClosed(stackCapture('ChannelCloseOk frame received'));
-      } else if (f.id === defs.ChannelClose) {
-        send(defs.ChannelCloseOk, {});
-      }
-    };
+  // Our close's close-ok: all the core hands on of the channel once we closed it.
+  closeConfirmed() {
+    const k = this.closeWaiter;
+    this.closeWaiter = null;
+    if (k) k();
+    this.toClosed(stackCapture('ChannelCloseOk frame received'));
   }
 
   _rejectPending() {
@@ -200,7 +223,9 @@ class Channel extends EventEmitter {
 
   closeBecause(reason, code, k) {
     this.sendImmediately(defs.ChannelClose, { replyText: reason, replyCode: code, methodId: 0, classId: 0 });
-    this.toClosing(stackCapture(`closeBecause called: ${reason}`), k);
+    this.connection.noteChannelClosing();
+    this.stackAtStateChange = stackCapture(`closeBecause called: ${reason}`);
+    this.closeWaiter = k || null;
   }
 
   // Closes the channel, then reports `error` (tagged with the code and the method at fault).
@@ -333,6 +358,7 @@ class Channel extends EventEmitter {
         // Not a frame: content frames out of turn (see core/src/content.rs). Replies come
         // here too, never deliveries, so the check costs the hot path nothing.
         if (f instanceof ChannelViolation) return this.violated(f);
+        if (f instanceof ChannelClosed) return this.closeConfirmed();
         return this.acceptReply(f);
     }
   }
@@ -345,19 +371,21 @@ class Channel extends EventEmitter {
   }
 
   closedByServer(f) {
+    const message = `Channel closed by server: ${closeMessage(f)}`;
+    // The core refuses any send but the close-ok from here (core/src/channels.rs).
+    this.stackAtStateChange = stackCapture(message);
     if (this.reply) {
       const reply = this.reply;
       this.reply = null;
       reply(f);
     }
-    const message = `Channel closed by server: ${closeMessage(f)}`;
     this.sendImmediately(defs.ChannelCloseOk, {});
     const error = new Error(message);
     error.code = f.fields.replyCode;
     error.classId = f.fields.classId;
     error.methodId = f.fields.methodId;
     this.reportError(error);
-    this.toClosed(stackCapture(message));
+    this.toClosed(this.stackAtStateChange);
   }
 
   // The reply to the RPC in flight; the next queued RPC goes out before it is handled.
@@ -447,22 +475,6 @@ function noop() {}
 function rpcError(method, err) {
   if (err === null || err instanceof Error) return err;
   return convertCloseFrameToError(method, err);
-}
-
-function invalidOp(msg, stack) {
-  return () => {
-    throw new IllegalOperationError(msg, stack);
-  };
-}
-
-// The channel's API state (open, closing, closed) stays JS's own. The core's notion of an open
-// channel (from the open-ok read to the close or close-ok read: core/src/connection.rs, where
-// the content rules and the ack records follow it) starts later, once the channel number is
-// in use, and has no closing; and a refused call must throw at once with the stack of the
-// moment the state changed (amqplib's IllegalOperationError), which swapping the functions
-// gives with no cost per call.
-function invalidateSend(ch, msg, stack) {
-  ch.sendImmediately = ch.sendOrEnqueue = ch.sendMessage = ch.sendAcknowledgement = invalidOp(msg, stack);
 }
 
 function emitDelivery(message) {

@@ -13,7 +13,8 @@ const { format: fmt } = require('node:util');
 const native = require('./native');
 const { NativeSocket } = require('./native_socket');
 const { Incoming } = require('./incoming');
-const { Outgoing } = require('./outgoing');
+const { Outgoing, ChannelRefused } = require('./outgoing');
+const { REFUSED_CHANNEL_CLOSING } = require('./boundary');
 const defs = require('./defs');
 const { BitSet } = require('./bitset');
 const { Heart } = require('./heartbeat');
@@ -261,9 +262,12 @@ class Connection extends EventEmitter {
     this.isClosed = true;
     const closeWaiter = this.closeWaiter;
     this.closeWaiter = null;
+    this.session.closeChannels();
     this._closeChannels(capturedStack);
     const info = fmt('Connection closed (%s)', maybeErr ? maybeErr.toString() : 'by client');
-    invalidateSend(this, info, capturedStack);
+    // A channel's sends go on to the native core, which refuses them as the channel's own:
+    // amqplib's closed channels say 'Channel closed'.
+    invalidateSend(this, info, capturedStack, true);
     this.accept = invalidOp(info, capturedStack);
     this.close = (cb) => {
       if (cb) cb(new IllegalOperationError(info, capturedStack));
@@ -308,6 +312,32 @@ class Connection extends EventEmitter {
     this.freeChannels.set(next);
     this.channels[next] = { channel, highWaterMark: options?.highWaterMark || 0, waiting: 0, lastPublish: null };
     return next;
+  }
+
+  // A channel about to open on `number`: the native core keeps its state from here
+  // (core/src/channels.rs), under the handle returned, which the channel sends with. A closed
+  // connection gives channel 0's instead, whose sends it refuses with its own words, as
+  // amqplib's refuses a channel made after its close.
+  openChannel(number) {
+    return this.isClosed ? 0 : this.session.openChannel(number);
+  }
+
+  // Whether our close of `channel` is on its way. The core hands on nothing of a channel read
+  // after that close was written; what a read brought before it, and is still being dispatched,
+  // is dropped here (see Incoming#channelClosedInRead).
+  isClosing(channel) {
+    return channel !== null && this.session.channelRefusal(channel.handle) === REFUSED_CHANNEL_CLOSING;
+  }
+
+  // A channel is sending its close (Channel#closeBecause).
+  noteChannelClosing() {
+    this.incoming.channelClosedInRead = true;
+  }
+
+  // Why nothing may be sent on the channel `handle` names now (a ChannelRefused), or null.
+  channelRefusal(handle) {
+    const refusal = this.session.channelRefusal(handle);
+    return refusal === 0 ? null : new ChannelRefused(refusal);
   }
 
   releaseChannel(channel) {
@@ -404,7 +434,10 @@ function negotiate(server, desired) {
 // Frame dispatch once open: to the channel the frame is for.
 function mainAccept(frame) {
   const record = this.channels[frame.channel];
-  if (record) return record.channel.accept(frame);
+  if (record) {
+    if (this.incoming.channelClosedInRead && this.isClosing(record.channel)) return;
+    return record.channel.accept(frame);
+  }
   this.closeWithError(
     fmt('Frame on unknown channel %d', frame.channel),
     constants.CHANNEL_ERROR,
@@ -459,8 +492,17 @@ function invalidOp(msg, stack) {
   };
 }
 
-function invalidateSend(conn, msg, stack) {
-  conn.sendMethod = conn.sendMessage = conn.sendAcknowledgement = invalidOp(msg, stack);
+// Refuses the connection's sends; with `channel0Only`, those on channel 0 only.
+function invalidateSend(conn, msg, stack, channel0Only = false) {
+  const refuse = invalidOp(msg, stack);
+  if (!channel0Only) {
+    conn.sendMethod = conn.sendMessage = conn.sendAcknowledgement = refuse;
+    return;
+  }
+  const outgoing = conn.outgoing;
+  conn.sendMethod = (channel, ...rest) => (channel === 0 ? refuse() : outgoing.sendMethod(channel, ...rest));
+  conn.sendMessage = (channel, ...rest) => (channel === 0 ? refuse() : outgoing.sendMessage(channel, ...rest));
+  conn.sendAcknowledgement = (channel, ...rest) => (channel === 0 ? refuse() : outgoing.sendAcknowledgement(channel, ...rest));
 }
 
 // Streams that are not Duplexes (old-style) get a Duplex around them.

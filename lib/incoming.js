@@ -14,7 +14,7 @@ const defs = require('./defs');
 const { HEARTBEAT } = require('./frame');
 const { TapeReader } = require('./tape');
 const {
-  EVENT_CONNECTION_ERROR, EVENT_METHOD, EVENT_HEADER, EVENT_BODY, EVENT_POOLED_BODY, EVENT_MESSAGE, EVENT_CHANNEL_ERROR,
+  EVENT_CONNECTION_ERROR, EVENT_METHOD, EVENT_HEADER, EVENT_BODY, EVENT_POOLED_BODY, EVENT_MESSAGE, EVENT_CHANNEL_ERROR, EVENT_CHANNEL_CLOSED,
   EVENT_HEARTBEAT, EVENT_KIND, READ_BUDGET, TAPE_HELD, TAPE_END, EVENT_CHANNEL, EVENT_ID, EVENT_LENGTH, METHOD_ARGUMENTS, HEADER_BODY_SIZE, HEADER_PROPERTIES,
   MESSAGE_BODY_SIZE, MESSAGE_PROPERTIES, MESSAGE_ARGUMENTS, CHANNEL_ERROR_VIOLATION, CHANNEL_ERROR_METHOD, CHANNEL_ERROR_BODY_SIZE, CONNECTION_ERROR_TEXT,
 } = require('./boundary');
@@ -49,6 +49,9 @@ class Incoming {
     // A stream's bytes taken since the event loop last had a turn (see budgetSpent).
     this.takenSinceYield = 0;
     this.resumePending = false;
+    // Set when a channel sends its close while this read's frames are dispatched: the rest of
+    // them are then checked against the core's state of their channel (Connection#isClosing).
+    this.channelClosedInRead = false;
   }
 
   // Whether a stream (not the native socket, whose driver keeps its own budget) has given
@@ -135,6 +138,7 @@ class Incoming {
   }
 
   loadTape(tape, objects, slab) {
+    this.channelClosedInRead = false;
     this.tape = tape;
     this.next = this.reader.load(tape, objects, slab);
   }
@@ -185,6 +189,8 @@ class Incoming {
       // Content frames out of turn: the channel is to close with this error.
       case EVENT_CHANNEL_ERROR:
         return new ChannelViolation(channel, id, t[i + CHANNEL_ERROR_VIOLATION], t[i + CHANNEL_ERROR_METHOD], t[i + CHANNEL_ERROR_BODY_SIZE]);
+      case EVENT_CHANNEL_CLOSED:
+        return new ChannelClosed(channel);
       case EVENT_HEADER:
         return { id, channel, size: t[i + HEADER_BODY_SIZE], fields: reader.properties(id, t, i + HEADER_PROPERTIES) };
       case EVENT_POOLED_BODY:
@@ -217,6 +223,15 @@ class ChannelViolation {
   }
 }
 
+// Our close of a channel is confirmed (its close-ok): the core has ended the channel
+// (core/src/channels.rs). Not a frame: a close-ok the core hands on as a frame is the reply to
+// something else, which the channel refuses as amqplib's does.
+class ChannelClosed {
+  constructor(channel) {
+    this.channel = channel;
+  }
+}
+
 // Before the first read, and once a read's tape is released: no events (its end is 0).
 const EMPTY_TAPE = new Float64Array(TAPE_END + 1);
 
@@ -225,4 +240,4 @@ function messageFrame() {
   return { id: 0, channel: 0, fields: null, size: 0, properties: null, content: null };
 }
 
-module.exports = { Incoming, ChannelViolation };
+module.exports = { Incoming, ChannelViolation, ChannelClosed };

@@ -11,6 +11,7 @@
 // Buffer from node:buffer: the global one is a getter, run at each use (once per message here).
 const { Buffer } = require('node:buffer');
 const native = require('./native');
+const { REFUSED_NO_REPEAT, REFUSED_CHANNEL_CLOSING } = require('./boundary');
 const defs = require('./defs');
 const spec = require('./spec');
 
@@ -134,6 +135,7 @@ class Outgoing {
     this.scheduleFlush();
   }
 
+  // `channel` is a channel's handle (core/src/channels.rs), or 0 for the connection's own.
   /**
    * @param {number} channel
    * @param {number} method
@@ -143,6 +145,7 @@ class Outgoing {
     const flags = acknowledgementFlags(method, fields);
     if (flags >= 0) return this.sendAcknowledgement(channel, method, fields.deliveryTag, flags);
     const pending = native.sendMethod(this.handle, channel, method, fields);
+    if (pending < 0) throw new ChannelRefused(pending);
     this.scheduleFlush();
     return this.writable(undefined, pending);
   }
@@ -157,6 +160,7 @@ class Outgoing {
   sendAcknowledgement(channel, method, tag, flags) {
     if (method === defs.BasicAck) this.acked++;
     const pending = native.sendAcknowledgement(this.handle, channel, method, tag, flags);
+    if (pending < 0) throw new ChannelRefused(pending);
     this.scheduleFlush();
     return this.writable(undefined, pending);
   }
@@ -172,12 +176,14 @@ class Outgoing {
   sendMessage(channel, method, fields, properties, props, content) {
     if (!Buffer.isBuffer(content)) throw new TypeError('content is not a buffer');
     let pending;
-    const record = this.channels[channel];
+    // A handle's number is its low 16 bits (a stale handle's record may be a later channel's:
+    // the native side refuses the send before that record is touched).
+    const record = this.channels[channel % 0x10000];
     if (method === defs.BasicPublish && properties === defs.BasicProperties && (fields.ticket === undefined || fields.ticket === 0)) {
       // The hot path: the same arguments as the channel's last publish send its frames again;
       // otherwise the arguments go one by one, and only the properties that are there.
-      pending = record && samePublish(record.lastPublish, fields, props) ? native.sendPublishAgain(this.handle, channel, content) : -1;
-      if (pending < 0) {
+      pending = record && samePublish(record.lastPublish, fields, props) ? native.sendPublishAgain(this.handle, channel, content) : REFUSED_NO_REPEAT;
+      if (pending === REFUSED_NO_REPEAT) {
         const present = presence(props);
         pending = native.sendPublish(this.handle, channel, fields.exchange, fields.routingKey, !!fields.mandatory, !!fields.immediate, props, present, content);
         if (record) record.lastPublish = publishSnapshot(fields, props);
@@ -185,10 +191,20 @@ class Outgoing {
     } else {
       pending = native.sendMessage(this.handle, channel, method, fields, properties, props, content);
     }
+    if (pending < 0) throw new ChannelRefused(pending);
     this.scheduleFlush();
     this.published++;
     if (record) record.waiting++;
     return this.writable(record, pending);
+  }
+}
+
+// The native core refused a send: the channel is closing or closed (core/src/channels.rs).
+// The channel words it, as amqplib's IllegalOperationError with the stack of that change.
+class ChannelRefused extends Error {
+  constructor(refusal) {
+    super('The channel refused the send');
+    this.closing = refusal === REFUSED_CHANNEL_CLOSING;
   }
 }
 
@@ -282,4 +298,4 @@ class TableSnapshot {
   }
 }
 
-module.exports = { Outgoing, isEncodableTag };
+module.exports = { Outgoing, isEncodableTag, ChannelRefused };

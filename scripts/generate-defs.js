@@ -246,6 +246,7 @@ const TAPE_EVENTS = [
       ['body_size', 'The declared body size, for too much content; 0 otherwise.'],
     ],
   },
+  { name: 'channel_closed', kind: 7, doc: 'The close-ok of our close of the channel: it has ended.', slots: [] },
   { name: 'heartbeat', kind: 8, doc: 'A heartbeat frame.', slots: [] },
 ];
 // The content rules a channel can break (core/src/content.rs's `Violation`), as a channel error
@@ -264,6 +265,14 @@ const SOCKET_EVENTS = [
   ['end', 4, 'The peer ended the stream.'],
   ['error', 5, '`a` is the errno, `b` the system call.'],
   ['close', 6, 'Closed after an end the caller asked for; the last event.'],
+];
+
+// What a send entry point returns when it writes nothing (it returns the bytes waiting
+// otherwise): the channel's state is the core's (core/src/channels.rs), JS words the refusal.
+const REFUSALS = [
+  ['no_repeat', -1, 'sendPublishAgain: the channel has no publish to repeat.'],
+  ['channel_closing', -2, 'The channel is closing: its close was sent.'],
+  ['channel_closed', -3, 'The channel is closed, by either side or with its connection.'],
 ];
 
 // How many bytes a connection takes in before it lets the event loop have a turn: the native
@@ -295,6 +304,9 @@ function rustBoundary() {
   for (const [name, code, doc] of VIOLATIONS) out.push(`    /// ${doc}`, `    ${pascal(name.replace(/_/g, '-'))} = ${code},`);
   out.push('}', '', 'impl ViolationKind {', '    /// Every kind, in the order of their numbers.');
   out.push(`    pub const ALL: [ViolationKind; ${VIOLATIONS.length}] = [${VIOLATIONS.map(([name]) => `ViolationKind::${pascal(name.replace(/_/g, '-'))}`).join(', ')}];`, '}');
+  out.push('', '/// What a send entry point returns when it writes nothing.', '#[repr(i8)]', '#[derive(Clone, Copy, Debug, PartialEq, Eq)]', 'pub enum Refusal {');
+  for (const [name, code, doc] of REFUSALS) out.push(`    /// ${doc}`, `    ${pascal(name.replace(/_/g, '-'))} = ${code},`);
+  out.push('}');
   out.push('', '/// What the native socket tells JS.', '#[repr(i32)]', '#[derive(Clone, Copy, Debug, PartialEq, Eq)]', 'pub enum SocketEvent {');
   for (const [name, code, doc] of SOCKET_EVENTS) out.push(`    /// ${doc}`, `    ${pascal(name)} = ${code},`);
   out.push('}', '');
@@ -313,6 +325,7 @@ function jsBoundary() {
   for (const [name, slot, doc] of slotPositions()) define(name, slot, doc);
   for (const [name, code, doc] of VIOLATIONS) define(`VIOLATION_${upper(name)}`, code, doc);
   for (const [name, code, doc] of SOCKET_EVENTS) define(`SOCKET_${upper(name)}`, code, doc);
+  for (const [name, code, doc] of REFUSALS) define(`REFUSED_${upper(name)}`, code, doc);
   define('READ_BUDGET', READ_BUDGET[0], READ_BUDGET[1]);
   out.push('', `module.exports = {\n${names.map((n) => `  ${n},`).join('\n')}\n};`, '');
   return out.join('\n');
@@ -332,10 +345,11 @@ const EAGER = {
   u16: ['u16', (i) => `call.u32(${i})? as u16`],
   u32: ['u32', (i) => `call.u32(${i})?`],
   f64: ['f64', (i) => `call.f64(${i})?`],
+  channel: ['crate::channels::ChannelHandle', (i) => `crate::channels::ChannelHandle(call.f64(${i})? as u64)`],
   bool: ['bool', (i) => `call.bool(${i})?`],
   raw: ['Js<\'call>', (i) => `call.args[${i}]`],
 };
-const TS_TYPE = { handle: 'Handle', u8: 'number', u16: 'number', u32: 'number', f64: 'number', bool: 'boolean', bytes: 'Buffer' };
+const TS_TYPE = { handle: 'Handle', channel: 'number', u8: 'number', u16: 'number', u32: 'number', f64: 'number', bool: 'boolean', bytes: 'Buffer' };
 
 function hotArgs(entry) {
   const args = entry.args.map(([name, kind, ts], index) => ({ name, kind, ts, index, field: snake(name) }));

@@ -10,6 +10,7 @@
 // [name, kind] or [name, kind, TypeScript type]; the kinds:
 //   handle  the connection handle (`NativeConnection#handle()`), taken once per call;
 //   u8, u16, u32  an integer (Node-API's uint32, cut to the width); f64  a number;
+//   channel  a channel's handle (core/src/channels.rs): its number, its generation above it;
 //   bool  a boolean;
 //   bytes  a Buffer, whose bytes are read when the handler asks, so that they are not held
 //          while JS may run (a getter could detach them);
@@ -23,7 +24,7 @@ module.exports = [
     name: 'sendMethod',
     handler: 'send_method',
     doc: 'A method frame. The bytes waiting afterwards.',
-    args: [['handle', 'handle'], ['channel', 'u16'], ['methodId', 'u32'], ['fields', 'value', 'object']],
+    args: [['handle', 'handle'], ['channel', 'channel'], ['methodId', 'u32'], ['fields', 'value', 'object']],
     returns: 'number',
   },
   {
@@ -31,7 +32,7 @@ module.exports = [
     handler: 'send_message',
     doc: 'A method with content (method, header and body frames). The bytes waiting afterwards.',
     args: [
-      ['handle', 'handle'], ['channel', 'u16'], ['methodId', 'u32'], ['fields', 'value', 'object'],
+      ['handle', 'handle'], ['channel', 'channel'], ['methodId', 'u32'], ['fields', 'value', 'object'],
       ['classId', 'u16'], ['properties', 'value', 'object'], ['content', 'bytes'],
     ],
     returns: 'number',
@@ -41,7 +42,7 @@ module.exports = [
     handler: 'send_publish',
     doc: 'A basic.publish with its content; `present` flags the properties that are neither undefined nor null, as lib/spec.js computes them. The bytes waiting afterwards.',
     args: [
-      ['handle', 'handle'], ['channel', 'u16'], ['exchange', 'value', 'string'], ['routingKey', 'value', 'string'],
+      ['handle', 'handle'], ['channel', 'channel'], ['exchange', 'value', 'string'], ['routingKey', 'value', 'string'],
       ['mandatory', 'bool'], ['immediate', 'bool'], ['properties', 'value', 'object'], ['present', 'u16'], ['content', 'bytes'],
     ],
     returns: 'number',
@@ -50,14 +51,14 @@ module.exports = [
     name: 'sendPublishAgain',
     handler: 'send_publish_again',
     doc: "The channel's last publish again, with this content. The bytes waiting afterwards, or -1 when the channel has no publish to repeat.",
-    args: [['handle', 'handle'], ['channel', 'u16'], ['content', 'bytes']],
+    args: [['handle', 'handle'], ['channel', 'channel'], ['content', 'bytes']],
     returns: 'number',
   },
   {
     name: 'sendAcknowledgement',
     handler: 'send_acknowledgement',
     doc: 'basic.ack, nack or reject with a safe-integer tag, `flags` packed bit by bit in the order of its arguments; an ack is made one with the ack before it when together they settle what one `multiple` ack does (core/src/unsettled.rs). The bytes waiting afterwards.',
-    args: [['handle', 'handle'], ['channel', 'u16'], ['methodId', 'u32'], ['deliveryTag', 'f64'], ['flags', 'u8']],
+    args: [['handle', 'handle'], ['channel', 'channel'], ['methodId', 'u32'], ['deliveryTag', 'f64'], ['flags', 'u8']],
     returns: 'number',
   },
   {

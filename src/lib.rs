@@ -31,7 +31,7 @@
 //! | `bindings::socket::{on_poll, Polled, emit}` | the poll callback dereferencing the connection; calling JS | as above, and for the whole callback a local handle to its JS object keeps it alive even if JS closes the socket meanwhile; `Polled::with` lends the connection to code that runs no JS, and `emit` (the one call that runs JS) cannot run while it does (both borrow the `Polled` mutably); handle scopes close on drop, panics included; panics are caught and never unwind into libuv |
 //! | `bindings::socket` `AsyncContext`, `socket_async_context` | making and destroying a socket's async context | made in a call of its own, with nothing borrowed (its init hooks run JS); destroyed once (it is moved), in its env |
 
-pub use amqplib_rs_core::{boundary, codec, connection, content, event, frame, serializer, spec, spec_types, strings, tape, unsettled};
+pub use amqplib_rs_core::{boundary, channels, codec, connection, content, event, frame, serializer, spec, spec_types, strings, tape, unsettled};
 #[cfg(native_socket)]
 pub mod driver;
 #[cfg(native_socket)]

@@ -20,6 +20,8 @@ pub enum TapeEvent {
     Message = 5,
     /// A channel's content frames broke the protocol: `id` is the reply code.
     ChannelError = 6,
+    /// The close-ok of our close of the channel: it has ended.
+    ChannelClosed = 7,
     /// A heartbeat frame.
     Heartbeat = 8,
 }
@@ -96,6 +98,18 @@ pub enum ViolationKind {
 impl ViolationKind {
     /// Every kind, in the order of their numbers.
     pub const ALL: [ViolationKind; 4] = [ViolationKind::HeaderExpected, ViolationKind::ContentExpected, ViolationKind::DeliveryExpected, ViolationKind::TooMuchContent];
+}
+
+/// What a send entry point returns when it writes nothing.
+#[repr(i8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// sendPublishAgain: the channel has no publish to repeat.
+    NoRepeat = -1,
+    /// The channel is closing: its close was sent.
+    ChannelClosing = -2,
+    /// The channel is closed, by either side or with its connection.
+    ChannelClosed = -3,
 }
 
 /// What the native socket tells JS.

@@ -10,17 +10,15 @@
 //! frames are written back to back into one output buffer that the transport drains;
 //! nothing here does I/O.
 
+use crate::boundary::Refusal;
+use crate::channels::{ChannelHandle, Channels, Received};
 use crate::codec::{CodecError, Reader};
 use crate::content::{carries_content, Assembly, Held, Stage, Violation};
 use crate::event::{Content, Event, EventSource, ProtocolError};
 use crate::frame::{self, parse_envelope, Envelope, OVERHEAD};
 use crate::spec::{self, FRAME_BODY, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::ops::Range;
-
-/// Per-channel state, keyed by channel number (SipHash, the default, showed up in profiles of
-/// receiving small messages: a stage per message).
-type ByChannel<V> = HashMap<u16, V, ahash::RandomState>;
 
 /// The largest frame this side sends when the peers agreed on "no limit" (frameMax 0).
 pub const UNTUNED_FRAME_MAX: usize = 16 * 1024 * 1024;
@@ -65,8 +63,9 @@ pub struct Connection {
     frame_max: Option<usize>,
     /// The largest payload accepted, checked from a frame's header alone (`None`: no limit).
     max_frame_size: Option<usize>,
-    /// The channels the peer has opened, and where each is in a message (see `content.rs`).
-    stages: ByChannel<Stage>,
+    /// Every channel's record: its state, where it is in a message, its acks, its last
+    /// publish (`channels.rs`).
+    pub channels: Channels,
     /// What this read brought, for [`EventSource::poll_event`].
     events: VecDeque<Event>,
     pub out: Vec<u8>,
@@ -81,17 +80,11 @@ pub struct Connection {
     /// application's counters.
     pub frames_received: u64,
     pub frames_sent: u64,
-    /// Per channel, the method and header frames of its last publish, to send again for a
-    /// publish with the same arguments (only the body size differs).
-    last_publish: ByChannel<Vec<u8>>,
     /// The body frame being read straight into its assembly, if any.
     direct: Option<DirectBody>,
     /// The channel of a direct body frame whose payload is complete: its frame-end octet
     /// starts the next read.
     frame_end_due: Option<u16>,
-    /// Per open channel, the deliveries that wait for an ack, kept from what is read and
-    /// written (`unsettled.rs`).
-    acks: crate::unsettled::Acks,
     /// When the last frame in `out` is a basic.ack after which no delivery of its channel up
     /// to its tag is left unsettled: that channel, and where the frame ends. The next such
     /// ack on the channel, with nothing between, widens it (`send_acknowledgement`).
@@ -105,17 +98,15 @@ impl Default for Connection {
             consumed: 0,
             frame_max: None,
             max_frame_size: Some(DEFAULT_MAX_FRAME_SIZE),
-            stages: ByChannel::default(),
+            channels: Channels::default(),
             events: VecDeque::new(),
             out: Vec::new(),
             ignoring_input: false,
             bytes_copied: 0,
             frames_received: 0,
             frames_sent: 0,
-            last_publish: ByChannel::default(),
             direct: None,
             frame_end_due: None,
-            acks: Default::default(),
             settled_prefix: None,
         }
     }
@@ -135,8 +126,7 @@ impl Connection {
         self.out = Vec::new();
         self.settled_prefix = None;
         self.events = VecDeque::new();
-        self.stages = ByChannel::default();
-        self.last_publish = ByChannel::default();
+        self.channels = Channels::default();
         self.direct = None;
         self.frame_end_due = None;
         self.ignoring_input = true;
@@ -233,12 +223,12 @@ impl Connection {
 
     /// A direct body frame has ended and its message has more to come.
     fn body_continues(&self) -> bool {
-        self.frame_end_due.is_some_and(|channel| matches!(self.stages.get(&channel), Some(Stage::Body { assembly, .. }) if assembly.remaining > 0))
+        self.frame_end_due.is_some_and(|channel| matches!(self.channels.stage(channel), Some(Stage::Body { assembly, .. }) if assembly.remaining > 0))
     }
 
     /// The assembly of the message under way on `channel`, if its body has begun to come.
     fn assembly_mut(&mut self, channel: u16) -> Option<&mut Assembly> {
-        match self.stages.get_mut(&channel) {
+        match self.channels.stage_mut(channel) {
             Some(Stage::Body { assembly, .. }) => Some(assembly),
             _ => None,
         }
@@ -273,7 +263,7 @@ impl Connection {
     /// Drops the parsed bytes from the read buffer, but for the frames held by messages still
     /// under way, which move to its front (in order, so each moves down, never onto another).
     fn drop_parsed(&mut self) {
-        let mut held: Vec<&mut Range<usize>> = self.stages.values_mut().flat_map(Stage::held_mut).collect();
+        let mut held: Vec<&mut Range<usize>> = self.channels.stages_mut().flat_map(Stage::held_mut).collect();
         held.sort_by_key(|range| range.start);
         let mut front = 0;
         for range in held {
@@ -339,7 +329,7 @@ impl Connection {
         let size = u32::from_be_bytes([rest[3], rest[4], rest[5], rest[6]]) as usize;
         let arrived = &rest[frame::HEADER_BYTES..];
         let arrived_len = arrived.len();
-        let Some(Stage::Body { assembly, .. }) = self.stages.get_mut(&channel) else { return pos };
+        let Some(Stage::Body { assembly, .. }) = self.channels.stage_mut(channel) else { return pos };
         if size - arrived_len < DIRECT_BODY_MIN || size as u64 > assembly.remaining {
             return pos; // small, or an error the whole frame will show
         }
@@ -399,8 +389,7 @@ impl Connection {
 
     fn fail(&mut self, e: ProtocolError) {
         self.ignoring_input = true;
-        self.stages.clear();
-        self.acks.clear();
+        self.channels.clear();
         self.direct = None;
         self.frame_end_due = None;
         self.events.push_back(Event::ConnectionError { error: e });
@@ -426,26 +415,34 @@ impl Connection {
         let method = spec::method(id).ok_or(CodecError::UnknownMethod)?;
         // Its arguments are decoded by whoever takes the event (see `poll_event`).
         let args = payload.start + 4..payload.end;
-        if let (Some(stage), true) = (self.stages.get(&channel), carries_content(method)) {
-            match stage {
+        if let (Some(record), true) = (self.channels.open_mut(channel), carries_content(method)) {
+            match &record.stage {
                 Stage::Idle => {
-                    self.acks.message_received(channel, id, &self.read[args.clone()]);
-                    self.stages.insert(channel, Stage::Header { method: Held { id, range: args } });
+                    record.acks.message_received(id, &self.read[args.clone()]);
+                    record.stage = Stage::Header { method: Held { id, range: args } };
                 }
                 Stage::Refused => {}
-                stage => self.refuse(channel, Violation::method_out_of_turn(stage, id)),
+                stage => {
+                    let violation = Violation::method_out_of_turn(stage, id);
+                    self.refuse(channel, violation);
+                }
             }
             return Ok(());
         }
-        if id == spec::CHANNEL_OPEN_OK.id && channel != 0 {
-            self.stages.insert(channel, Stage::Idle);
-            self.acks.opened(channel);
-        } else if id == spec::CHANNEL_CLOSE.id || id == spec::CHANNEL_CLOSE_OK.id {
-            // A message cut off by a close is not one.
-            self.stages.remove(&channel);
-            self.acks.closed(channel);
-        } else if channel != 0 {
-            self.acks.method_received(channel, id, &self.read[args.clone()]);
+        if channel != 0 {
+            match self.channels.received(channel, id, &self.read[args.clone()]) {
+                Received::HandOn => {}
+                Received::Drop => return Ok(()),
+                Received::AnswerClose => {
+                    frame::write_bare_method(&mut self.out, channel, &spec::CHANNEL_CLOSE_OK);
+                    self.frames_sent += 1;
+                    return Ok(());
+                }
+                Received::CloseConfirmed => {
+                    self.events.push_back(Event::ChannelClosed { channel });
+                    return Ok(());
+                }
+            }
         }
         self.events.push_back(Event::Method { channel, id, args });
         Ok(())
@@ -458,7 +455,7 @@ impl Connection {
         let body_size = r.u64()?;
         spec::properties(class_id).ok_or(CodecError::UnknownProperties)?;
         let properties = payload.start + 12..payload.end;
-        match self.stages.get(&channel) {
+        match self.channels.stage(channel) {
             None => {
                 self.events.push_back(Event::Header { channel, class_id, body_size, properties });
                 return Ok(());
@@ -471,10 +468,11 @@ impl Connection {
                 return Ok(());
             }
         }
-        let Some(Stage::Header { method }) = self.stages.remove(&channel) else { unreachable!("matched above") };
+        let stage = self.channels.stage_mut(channel).expect("matched above");
+        let Stage::Header { method } = std::mem::replace(stage, Stage::Idle) else { unreachable!("matched above") };
         let properties = Held { id: class_id as u32, range: properties };
         let assembly = Assembly { remaining: body_size, content: Vec::new() };
-        self.stages.insert(channel, Stage::Body { method, properties, body_size, assembly });
+        *stage = Stage::Body { method, properties, body_size, assembly };
         if body_size == 0 {
             self.complete_message(channel, None);
         }
@@ -483,7 +481,7 @@ impl Connection {
 
     fn body_frame(&mut self, channel: u16, payload: Range<usize>) -> Result<(), ProtocolError> {
         let len = payload.len();
-        let (assembly, body_size) = match self.stages.get_mut(&channel) {
+        let (assembly, body_size) = match self.channels.stage_mut(channel) {
             None => {
                 self.events.push_back(Event::Body { channel, content: Content::Read(payload) });
                 return Ok(());
@@ -517,9 +515,13 @@ impl Connection {
     /// The message under way on `channel` is whole: one event with its method, its
     /// properties and its content, which is `body` in the read buffer or else its assembly.
     fn complete_message(&mut self, channel: u16, body: Option<Range<usize>>) {
-        let Some(Stage::Body { method, properties, body_size, assembly }) = self.stages.insert(channel, Stage::Idle) else {
+        let stage = self.channels.stage_mut(channel).expect("a message completes on an open channel");
+        let Stage::Body { method, properties, body_size, assembly } = std::mem::replace(stage, Stage::Idle) else {
             unreachable!("a message completes in its body stage")
         };
+        if self.channels.is_closing(channel) {
+            return; // our close is on its way: nothing of the channel is handed on
+        }
         let content = match body {
             Some(range) => Content::Read(range),
             None if body_size == 0 => Content::Empty,
@@ -533,8 +535,11 @@ impl Connection {
     /// Tells the channel it broke the content rules; its content frames are dropped from now
     /// until it is closed.
     fn refuse(&mut self, channel: u16, violation: Violation) {
-        self.stages.insert(channel, Stage::Refused);
-        self.events.push_back(Event::ChannelError { channel, violation });
+        let Some(stage) = self.channels.stage_mut(channel) else { return };
+        *stage = Stage::Refused;
+        if !self.channels.is_closing(channel) {
+            self.events.push_back(Event::ChannelError { channel, violation });
+        }
     }
 
     /// Whether the last read brought events to poll.
@@ -551,7 +556,7 @@ impl Connection {
         self.check_sendable(frames)?;
         self.out.extend_from_slice(frames);
         self.frames_sent += frame::count_frames(frames);
-        frame::each_method(frames, |channel, id, args| self.acks.sent(channel, id, args));
+        frame::each_method(frames, |channel, id, args| self.channels.sent(channel, id, args));
         Ok(())
     }
 
@@ -570,9 +575,10 @@ impl Connection {
     /// with `head` from `frame::write_publish_head`, kept for a publish with the same arguments.
     pub fn send_publish_head(&mut self, channel: u16, head: &[u8], content: &[u8]) -> crate::codec::Result<()> {
         self.send_content(channel, head, content)?;
-        let last = self.last_publish.entry(channel).or_default();
-        last.clear();
-        last.extend_from_slice(head);
+        if let Some(record) = self.channels.get_mut(channel) {
+            record.last_publish.clear();
+            record.last_publish.extend_from_slice(head);
+        }
         Ok(())
     }
 
@@ -593,7 +599,8 @@ impl Connection {
             id if id == spec::BASIC_REJECT.id => (&spec::BASIC_REJECT, false),
             _ => return Err(CodecError::UnknownMethod),
         };
-        if !self.acks.acknowledge(channel, method.id, delivery_tag, multiple) {
+        let settles_prefix = self.channels.open_mut(channel).is_some_and(|record| record.acks.acknowledge(method.id, delivery_tag, multiple));
+        if !settles_prefix {
             frame::write_acknowledgement(&mut self.out, channel, method, delivery_tag, flags);
             self.frames_sent += 1;
             return Ok(());
@@ -612,14 +619,25 @@ impl Connection {
     /// method and header frames again, with this body's size. False if there is none (the
     /// last one was sent under the same frame max, so its frames fit).
     pub fn send_publish_again(&mut self, channel: u16, content: &[u8]) -> bool {
-        let Some(last) = self.last_publish.get(&channel) else { return false };
         let Ok(frame_max) = self.body_frame_max() else { return false };
+        let Some(last) = self.channels.get_mut(channel).map(|record| &record.last_publish).filter(|last| !last.is_empty()) else { return false };
         let at = self.out.len();
         self.out.extend_from_slice(last);
         let size_at = at + frame::body_size_at(last);
         self.out[size_at..size_at + 8].copy_from_slice(&(content.len() as u64).to_be_bytes());
         self.frames_sent += 2 + frame::write_body(&mut self.out, channel, content, frame_max);
         true
+    }
+
+    /// Whether JS may write `method_id` on the channel `handle` names (`channels.rs`): its
+    /// number if so. The send functions take that number.
+    pub fn may_send(&self, handle: ChannelHandle, method_id: u32) -> Result<u16, Refusal> {
+        self.channels.may_send(handle, method_id)
+    }
+
+    /// JS opens a channel on `number` (see `Channels::open`).
+    pub fn open_channel(&mut self, number: u16) -> ChannelHandle {
+        self.channels.open(number)
     }
 
     pub fn send_heartbeat(&mut self) {
@@ -736,6 +754,25 @@ mod tests {
     }
 
     #[test]
+    fn between_our_close_and_its_close_ok_nothing_of_the_channel_is_handed_on_and_a_crossing_close_is_answered() {
+        let mut client = Client::default();
+        let handle = client.open_channel(1);
+        client.receive(&method_frame(1, spec::CHANNEL_OPEN_OK.id, &TestValue::object(&[("channelId", TestValue::Bytes(Vec::new()))])).unwrap());
+        let close = TestValue::object(&[("replyCode", TestValue::Num(200.0)), ("replyText", TestValue::Str("bye".into())), ("classId", TestValue::Num(0.0)), ("methodId", TestValue::Num(0.0))]);
+        assert_eq!(client.may_send(handle, spec::CHANNEL_CLOSE.id), Ok(1));
+        client.send_frames(&method_frame(1, spec::CHANNEL_CLOSE.id, &close).unwrap()).unwrap();
+        client.clear_output();
+        let (delivery, crossing) = (delivery(b"late", 4096), method_frame(1, spec::CHANNEL_CLOSE.id, &close).unwrap());
+        client.receive(&[delivery, crossing].concat());
+        assert_eq!(events(&client), vec![], "the delivery and the crossing close");
+        assert_eq!(client.out, method_frame(1, spec::CHANNEL_CLOSE_OK.id, &TestValue::object(&[])).unwrap(), "the close answered");
+        assert_eq!(client.may_send(handle, spec::BASIC_QOS.id), Err(Refusal::ChannelClosing));
+        client.receive(&method_frame(1, spec::CHANNEL_CLOSE_OK.id, &TestValue::object(&[])).unwrap());
+        assert_eq!(events(&client), vec![(TapeEvent::ChannelClosed as u8, 1, 0)]);
+        assert_eq!(client.may_send(handle, spec::BASIC_QOS.id), Err(Refusal::ChannelClosed));
+    }
+
+    #[test]
     fn a_delivery_is_one_event_with_its_assembled_body() {
         let body: Vec<u8> = (0..10_000u32).map(|n| n as u8).collect();
         let mut client = opened();
@@ -794,7 +831,7 @@ mod tests {
         assert_eq!(slab, b"smallsecond");
         assert_eq!(client.serializer.tape.pooled_bytes(), 11);
         assert!(client.serializer.tape.objects.iter().all(|o| !matches!(o, Obj::Bytes { .. } | Obj::Content(_))));
-        assert!(matches!(client.stages.get(&1), Some(Stage::Idle)), "between messages");
+        assert!(matches!(client.channels.stage(1), Some(Stage::Idle)), "between messages");
     }
 
     #[test]
@@ -1128,6 +1165,7 @@ mod tests {
         publish(&mut fresh, &[1; 10]);
         publish(&mut fresh, &[2; 5000]);
         let mut again = Connection::new();
+        again.open_channel(1);
         publish(&mut again, &[1; 10]);
         assert!(again.send_publish_again(1, &[2; 5000]));
         assert_eq!(again.out, fresh.out);
@@ -1217,15 +1255,15 @@ mod tests {
         frame::write_header(&mut header, 1, &spec::BASIC_PROPERTIES, u64::MAX / 2, &TestValue::object(&[]), u16::MAX).unwrap();
         let mut client = opened();
         client.receive(&[server.out, header].concat());
-        assert_eq!(reserved(&client), 0, "nothing is reserved before the body arrives");
+        assert_eq!(reserved(&mut client), 0, "nothing is reserved before the body arrives");
         let mut body = Vec::new();
         frame::write_body(&mut body, 1, &[0; 1000], 4096);
         client.receive(&body);
-        assert!(reserved(&client) as u64 <= crate::content::MAX_CONTENT_RESERVE);
+        assert!(reserved(&mut client) as u64 <= crate::content::MAX_CONTENT_RESERVE);
     }
 
-    fn reserved(client: &Connection) -> usize {
-        client.stages.values().map(|stage| if let Stage::Body { assembly, .. } = stage { assembly.content.capacity() } else { 0 }).sum()
+    fn reserved(client: &mut Connection) -> usize {
+        client.channels.stages_mut().map(|stage| if let Stage::Body { assembly, .. } = stage { assembly.content.capacity() } else { 0 }).sum()
     }
 
     #[test]

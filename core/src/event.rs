@@ -33,6 +33,8 @@ pub enum Event {
     Heartbeat { channel: u16 },
     /// A channel broke the content rules (`content.rs`): it is to close with this error.
     ChannelError { channel: u16, violation: Violation },
+    /// Our close of the channel is confirmed (its close-ok): it has ended (`channels.rs`).
+    ChannelClosed { channel: u16 },
     /// The stream can no longer be trusted: nothing more is read from it.
     ConnectionError { error: ProtocolError },
 }

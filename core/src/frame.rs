@@ -106,6 +106,14 @@ pub fn write_method<V: Value>(out: &mut Vec<u8>, channel: u16, method: &MethodSp
     })
 }
 
+/// A method that has no arguments (channel.close-ok, say).
+pub fn write_bare_method(out: &mut Vec<u8>, channel: u16, method: &MethodSpec) {
+    debug_assert!(method.args.is_empty(), "{} has arguments", method.name);
+    let at = begin_frame(out, FRAME_METHOD, channel);
+    out.extend_from_slice(&method.id.to_be_bytes());
+    end_frame(out, at);
+}
+
 /// basic.ack, basic.nack or basic.reject from its arguments: a delivery tag, then its flags
 /// packed in one octet (the shape all three share). These go out once per message consumed,
 /// so they skip reading a fields object.

@@ -11,7 +11,9 @@
 //! - [`content`]: the content rules of a channel (method, header, body), with amqplib's errors.
 //! - [`event`]: what the core yields for what it reads, typed.
 //! - [`connection`]: the core of one connection (bytes in, events out).
-//! - [`unsettled`]: which deliveries of each channel wait for an ack, from what crosses the
+//! - [`channels`]: each channel's one record, from its opening to the end of its close: its
+//!   state (what may be sent, what is handed on), with its content stage and its acks.
+//! - [`unsettled`]: which deliveries of a channel wait for an ack, from what crosses the
 //!   wire, so that the connection can write consecutive acks as one.
 //! - [`serializer`], with [`tape`] and [`strings`]: what the bindings run over each read's
 //!   events: the tape JS reads (laid out as `boundary` says), with the bounded
@@ -29,6 +31,7 @@
 
 #[rustfmt::skip]
 pub mod boundary;
+pub mod channels;
 pub mod codec;
 pub mod connection;
 pub mod content;

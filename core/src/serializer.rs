@@ -70,6 +70,7 @@ impl Serializer {
             Event::Body { channel, content } => Ok(body(tape, channel, content)),
             Event::Heartbeat { channel } => Ok(tape.begin_event(TapeEvent::Heartbeat, channel, 0)),
             Event::ChannelError { channel, violation } => Ok(channel_error(tape, channel, violation)),
+            Event::ChannelClosed { channel } => Ok(tape.begin_event(TapeEvent::ChannelClosed, channel, 0)),
             Event::ConnectionError { error } => Ok(error_event(tape, error)),
         };
         match at {

@@ -220,6 +220,7 @@ pub enum Seen {
     /// A whole delivery, return or get-ok.
     Message { channel: u16, id: u32, content: Vec<u8> },
     ChannelError { channel: u16, violation: crate::content::Violation },
+    ChannelClosed { channel: u16 },
     Heartbeat,
     ConnectionError { error: crate::event::ProtocolError },
 }
@@ -315,6 +316,7 @@ impl Pair {
                 Event::Message { channel, id, content, .. } => Seen::Message { channel, id, content: content.bytes(read).to_vec() },
                 Event::Heartbeat { .. } => Seen::Heartbeat,
                 Event::ChannelError { channel, violation } => Seen::ChannelError { channel, violation },
+                Event::ChannelClosed { channel } => Seen::ChannelClosed { channel },
                 Event::ConnectionError { error } => Seen::ConnectionError { error },
             });
         }

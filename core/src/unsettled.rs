@@ -19,7 +19,7 @@
 
 use crate::codec::{self, Reader};
 use crate::spec;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 
 /// The most tags a channel's record holds; past it the record stops (see the module's words).
 pub const MAX_WAITING: usize = 65536;
@@ -109,9 +109,11 @@ impl Unsettled {
     }
 }
 
-/// A channel's record, with what it takes to know whether a delivery waits for an ack.
+/// A channel's record of its deliveries, with what it takes to know whether one waits for an
+/// ack. It lives in the channel's record (`channels.rs`), from the channel.open-ok read until
+/// the channel closes, so that the connection has one notion of an open channel.
 #[derive(Debug, Default)]
-struct ChannelAcks {
+pub struct Acks {
     unsettled: Unsettled,
     /// Consumer tags whose deliveries wait for no ack (usually none).
     no_ack_consumers: HashSet<Box<[u8]>>,
@@ -121,100 +123,64 @@ struct ChannelAcks {
     get_no_ack: Option<bool>,
 }
 
-/// The records of a connection's open channels, fed everything written and read on them.
-#[derive(Debug, Default)]
-pub struct Acks {
-    channels: HashMap<u16, ChannelAcks, ahash::RandomState>,
-}
-
 impl Acks {
-    /// The peer opened `channel`: nothing of it is unsettled. A record lives as long as the
-    /// channel's content rules do (`Connection::method_frame` starts and ends both), so the
-    /// connection has one notion of an open channel.
-    pub fn opened(&mut self, channel: u16) {
-        self.channels.insert(channel, ChannelAcks::default());
-    }
-
-    /// The channel closed (the peer's close, or its close-ok of ours): its deliveries are
-    /// settled by that, and acks on it until it is opened again are written as they are.
-    /// Between our close and its close-ok nothing more is acked (lib/channel.js refuses it).
-    pub fn closed(&mut self, channel: u16) {
-        self.channels.remove(&channel);
-    }
-
-    /// The connection ended.
-    pub fn clear(&mut self) {
-        self.channels.clear();
-    }
-
-    /// An ack, nack or reject of `tag` is being written on `channel` (`multiple` as it is
-    /// sent; a reject has none): whether it settles everything of the channel up to its tag
-    /// and is an ack (so that it may widen the ack before it, or be widened). The record
-    /// takes it either way.
-    pub fn acknowledge(&mut self, channel: u16, method_id: u32, tag: u64, multiple: bool) -> bool {
-        let Some(acks) = self.channels.get_mut(&channel) else { return false };
+    /// An ack, nack or reject of `tag` is being written (`multiple` as it is sent; a reject
+    /// has none): whether it settles everything of the channel up to its tag and is an ack
+    /// (so that it may widen the ack before it, or be widened). The record takes it either way.
+    pub fn acknowledge(&mut self, method_id: u32, tag: u64, multiple: bool) -> bool {
         // Only acks are taken together: a nack or reject is rarer, and a nack's `requeue`
         // would have to match too.
-        let prefix = method_id == spec::BASIC_ACK.id && acks.unsettled.settles_prefix(tag, multiple);
-        acks.unsettled.settle(tag, multiple);
+        let prefix = method_id == spec::BASIC_ACK.id && self.unsettled.settles_prefix(tag, multiple);
+        self.unsettled.settle(tag, multiple);
         prefix
     }
 
-    /// A method frame written on `channel` (not 0), `args` its arguments: what it settles or
-    /// tells of the deliveries to come. Arguments that do not decode were written by a test's
-    /// hand, not the encoder; they tell nothing.
-    pub fn sent(&mut self, channel: u16, id: u32, args: &[u8]) {
-        let Some(acks) = self.channels.get_mut(&channel) else { return };
-        let _ = acks.sent(id, &mut Reader::new(args));
+    /// A method frame written on the channel, `args` its arguments: what it settles or tells
+    /// of the deliveries to come. Arguments that do not decode were written by a test's hand,
+    /// not the encoder; they tell nothing.
+    pub fn sent(&mut self, id: u32, args: &[u8]) {
+        let _ = self.sent_from(id, &mut Reader::new(args));
     }
 
-    /// A method frame (not one with content) read on `channel`.
-    pub fn method_received(&mut self, channel: u16, id: u32, args: &[u8]) {
-        // Most are a publisher's confirms: looked at no further.
-        if id != spec::BASIC_CONSUME_OK.id && id != spec::BASIC_GET_EMPTY.id {
-            return;
-        }
-        let Some(acks) = self.channels.get_mut(&channel) else { return };
+    /// A method frame (not one with content) read on the channel.
+    pub fn method_received(&mut self, id: u32, args: &[u8]) {
         if id == spec::BASIC_CONSUME_OK.id {
-            let no_ack = acks.consume_no_ack.take();
+            let no_ack = self.consume_no_ack.take();
             if let Ok(tag) = shortstr(&mut Reader::new(args)) {
                 if no_ack == Some(true) {
-                    acks.no_ack_consumers.insert(tag.into());
-                } else if !acks.no_ack_consumers.is_empty() {
+                    self.no_ack_consumers.insert(tag.into());
+                } else if !self.no_ack_consumers.is_empty() {
                     // A consumer tag can come back after its cancel.
-                    acks.no_ack_consumers.remove(tag);
+                    self.no_ack_consumers.remove(tag);
                 }
             }
         } else if id == spec::BASIC_GET_EMPTY.id {
-            acks.get_no_ack = None;
+            self.get_no_ack = None;
         }
     }
 
-    /// The method of a message read on `channel` (its content is still to come): a delivery
-    /// or a get-ok is a tag received.
-    pub fn message_received(&mut self, channel: u16, id: u32, args: &[u8]) {
-        let Some(acks) = self.channels.get_mut(&channel) else { return };
+    /// The method of a message read on the channel (its content is still to come): a
+    /// delivery or a get-ok is a tag received.
+    pub fn message_received(&mut self, id: u32, args: &[u8]) {
         let mut r = Reader::new(args);
         let received = if id == spec::BASIC_DELIVER.id {
-            let no_ack = &acks.no_ack_consumers;
+            let no_ack = &self.no_ack_consumers;
             shortstr(&mut r).and_then(|consumer| Ok((r.u64()?, no_ack.is_empty() || !no_ack.contains(consumer))))
         } else if id == spec::BASIC_GET_OK.id {
-            let no_ack = acks.get_no_ack.take();
+            let no_ack = self.get_no_ack.take();
             r.u64().map(|tag| (tag, no_ack != Some(true)))
         } else {
             return;
         };
         match received {
-            Ok((tag, waits)) => acks.unsettled.received(tag, waits),
+            Ok((tag, waits)) => self.unsettled.received(tag, waits),
             // Not the delivery the server numbered: whatever it was, the record can no longer
             // tell what waits.
-            Err(_) => acks.unsettled.stop_keeping(),
+            Err(_) => self.unsettled.stop_keeping(),
         }
     }
-}
 
-impl ChannelAcks {
-    fn sent(&mut self, id: u32, r: &mut Reader) -> codec::Result<()> {
+    fn sent_from(&mut self, id: u32, r: &mut Reader) -> codec::Result<()> {
         match id {
             _ if id == spec::BASIC_ACK.id || id == spec::BASIC_NACK.id => {
                 let tag = r.u64()?;

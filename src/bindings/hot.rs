@@ -24,6 +24,7 @@ use super::errors::JsError;
 use super::handover::hand_over_received;
 use super::marshal::JsVal;
 use super::native_connection::NativeConnection;
+use crate::boundary::Refusal;
 use crate::frame::{self, write_publish_head, Publish};
 use crate::spec;
 use napi::sys;
@@ -146,8 +147,12 @@ fn send_method(mut args: SendMethodArgs) -> Result<f64> {
     let channel = args.channel;
     with_scratch(|scratch| {
         let SendMethodValues { fields } = args.values();
-        frame::write_method(scratch, channel, method, &fields)?;
+        frame::write_method(scratch, channel.number(), method, &fields)?;
         let connection = args.connection()?;
+        // Checked once the user's values are read: a getter may have closed the channel.
+        if let Err(refusal) = connection.core.may_send(channel, method.id) {
+            return Ok(refused(refusal));
+        }
         connection.core.send_frames(scratch)?;
         Ok(connection.core.out.len() as f64)
     })
@@ -160,13 +165,23 @@ fn send_message(mut args: SendMessageArgs) -> Result<f64> {
     let channel = args.channel;
     with_scratch(|scratch| {
         let SendMessageValues { fields, properties } = args.values();
-        frame::write_method(scratch, channel, method, &fields)?;
-        frame::write_header(scratch, channel, props, size as u64, &properties, u16::MAX)?;
+        frame::write_method(scratch, channel.number(), method, &fields)?;
+        frame::write_header(scratch, channel.number(), props, size as u64, &properties, u16::MAX)?;
         let content = same_content(args.content()?, size)?;
         let connection = args.connection()?;
-        connection.core.send_content(channel, scratch, content)?;
+        let number = match connection.core.may_send(channel, method.id) {
+            Ok(number) => number,
+            Err(refusal) => return Ok(refused(refusal)),
+        };
+        connection.core.send_content(number, scratch, content)?;
         Ok(connection.core.out.len() as f64)
     })
+}
+
+/// What a send returns when it writes nothing: the channel refused it (JS words why), or
+/// there was no publish to repeat.
+fn refused(refusal: Refusal) -> f64 {
+    refusal as i8 as f64
 }
 
 /// The content, read again after the user's values were (a getter may have detached or
@@ -185,10 +200,14 @@ fn send_publish(mut args: SendPublishArgs) -> Result<f64> {
     with_scratch(|scratch| {
         let SendPublishValues { exchange, routing_key, properties } = args.values();
         let publish = Publish { exchange: &exchange, routing_key: &routing_key, mandatory, immediate, properties: &properties, present };
-        write_publish_head(scratch, channel, &publish, size)?;
+        write_publish_head(scratch, channel.number(), &publish, size)?;
         let content = same_content(args.content()?, size)?;
         let connection = args.connection()?;
-        connection.core.send_publish_head(channel, scratch, content)?;
+        let number = match connection.core.may_send(channel, spec::BASIC_PUBLISH.id) {
+            Ok(number) => number,
+            Err(refusal) => return Ok(refused(refusal)),
+        };
+        connection.core.send_publish_head(number, scratch, content)?;
         Ok(connection.core.out.len() as f64)
     })
 }
@@ -197,13 +216,21 @@ fn send_publish(mut args: SendPublishArgs) -> Result<f64> {
 fn send_publish_again(args: SendPublishAgainArgs) -> Result<f64> {
     let content = args.content()?;
     let connection = args.connection()?;
-    Ok(if connection.core.send_publish_again(args.channel, content) { connection.core.out.len() as f64 } else { -1.0 })
+    let channel = match connection.core.may_send(args.channel, spec::BASIC_PUBLISH.id) {
+        Ok(number) => number,
+        Err(refusal) => return Ok(refused(refusal)),
+    };
+    Ok(if connection.core.send_publish_again(channel, content) { connection.core.out.len() as f64 } else { refused(Refusal::NoRepeat) })
 }
 
 /// See `Connection::send_acknowledgement`; JS sends only safe-integer tags this way.
 fn send_acknowledgement(args: SendAcknowledgementArgs) -> Result<f64> {
     let connection = args.connection()?;
-    connection.core.send_acknowledgement(args.channel, args.method_id, args.delivery_tag as u64, args.flags)?;
+    let channel = match connection.core.may_send(args.channel, args.method_id) {
+        Ok(number) => number,
+        Err(refusal) => return Ok(refused(refusal)),
+    };
+    connection.core.send_acknowledgement(channel, args.method_id, args.delivery_tag as u64, args.flags)?;
     Ok(connection.core.out.len() as f64)
 }
 

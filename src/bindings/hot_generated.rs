@@ -15,7 +15,7 @@ type Result<T> = std::result::Result<T, JsError>;
 /// A method frame. The bytes waiting afterwards.
 pub(super) struct SendMethodArgs<'call> {
     call: Call<'call, 4>,
-    pub channel: u16,
+    pub channel: crate::channels::ChannelHandle,
     pub method_id: u32,
 }
 
@@ -26,7 +26,7 @@ pub(super) struct SendMethodValues<'a> {
 
 impl<'call> SendMethodArgs<'call> {
     fn new(call: Call<'call, 4>) -> Result<Self> {
-        Ok(SendMethodArgs { channel: call.u32(1)? as u16, method_id: call.u32(2)?, call })
+        Ok(SendMethodArgs { channel: crate::channels::ChannelHandle(call.f64(1)? as u64), method_id: call.u32(2)?, call })
     }
 
     /// The connection behind `handle` (see `Call::connection`).
@@ -55,7 +55,7 @@ impl Entry<4> for SendMethod {
 /// A method with content (method, header and body frames). The bytes waiting afterwards.
 pub(super) struct SendMessageArgs<'call> {
     call: Call<'call, 7>,
-    pub channel: u16,
+    pub channel: crate::channels::ChannelHandle,
     pub method_id: u32,
     pub class_id: u16,
 }
@@ -68,7 +68,7 @@ pub(super) struct SendMessageValues<'a> {
 
 impl<'call> SendMessageArgs<'call> {
     fn new(call: Call<'call, 7>) -> Result<Self> {
-        Ok(SendMessageArgs { channel: call.u32(1)? as u16, method_id: call.u32(2)?, class_id: call.u32(4)? as u16, call })
+        Ok(SendMessageArgs { channel: crate::channels::ChannelHandle(call.f64(1)? as u64), method_id: call.u32(2)?, class_id: call.u32(4)? as u16, call })
     }
 
     /// The connection behind `handle` (see `Call::connection`).
@@ -103,7 +103,7 @@ impl Entry<7> for SendMessage {
 /// null, as lib/spec.js computes them. The bytes waiting afterwards.
 pub(super) struct SendPublishArgs<'call> {
     call: Call<'call, 9>,
-    pub channel: u16,
+    pub channel: crate::channels::ChannelHandle,
     pub mandatory: bool,
     pub immediate: bool,
     pub present: u16,
@@ -118,7 +118,7 @@ pub(super) struct SendPublishValues<'a> {
 
 impl<'call> SendPublishArgs<'call> {
     fn new(call: Call<'call, 9>) -> Result<Self> {
-        Ok(SendPublishArgs { channel: call.u32(1)? as u16, mandatory: call.bool(4)?, immediate: call.bool(5)?, present: call.u32(7)? as u16, call })
+        Ok(SendPublishArgs { channel: crate::channels::ChannelHandle(call.f64(1)? as u64), mandatory: call.bool(4)?, immediate: call.bool(5)?, present: call.u32(7)? as u16, call })
     }
 
     /// The connection behind `handle` (see `Call::connection`).
@@ -153,12 +153,12 @@ impl Entry<9> for SendPublish {
 /// the channel has no publish to repeat.
 pub(super) struct SendPublishAgainArgs<'call> {
     call: Call<'call, 3>,
-    pub channel: u16,
+    pub channel: crate::channels::ChannelHandle,
 }
 
 impl<'call> SendPublishAgainArgs<'call> {
     fn new(call: Call<'call, 3>) -> Result<Self> {
-        Ok(SendPublishAgainArgs { channel: call.u32(1)? as u16, call })
+        Ok(SendPublishAgainArgs { channel: crate::channels::ChannelHandle(call.f64(1)? as u64), call })
     }
 
     /// The connection behind `handle` (see `Call::connection`).
@@ -188,7 +188,7 @@ impl Entry<3> for SendPublishAgain {
 /// `multiple` ack does (core/src/unsettled.rs). The bytes waiting afterwards.
 pub(super) struct SendAcknowledgementArgs<'call> {
     call: Call<'call, 5>,
-    pub channel: u16,
+    pub channel: crate::channels::ChannelHandle,
     pub method_id: u32,
     pub delivery_tag: f64,
     pub flags: u8,
@@ -196,7 +196,7 @@ pub(super) struct SendAcknowledgementArgs<'call> {
 
 impl<'call> SendAcknowledgementArgs<'call> {
     fn new(call: Call<'call, 5>) -> Result<Self> {
-        Ok(SendAcknowledgementArgs { channel: call.u32(1)? as u16, method_id: call.u32(2)?, delivery_tag: call.f64(3)?, flags: call.u32(4)? as u8, call })
+        Ok(SendAcknowledgementArgs { channel: crate::channels::ChannelHandle(call.f64(1)? as u64), method_id: call.u32(2)?, delivery_tag: call.f64(3)?, flags: call.u32(4)? as u8, call })
     }
 
     /// The connection behind `handle` (see `Call::connection`).

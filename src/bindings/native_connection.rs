@@ -4,6 +4,7 @@
 
 use super::env::{Js, JsEnv};
 use super::hot;
+use crate::channels::ChannelHandle;
 use crate::connection::Connection;
 use crate::serializer::Serializer;
 use napi::bindgen_prelude::*;
@@ -81,6 +82,28 @@ impl NativeConnection {
         self.close_socket(JsEnv::of(&env));
         self.core.release_buffers();
         self.serializer = Serializer::default();
+    }
+
+    /// A channel about to be opened on `number`: its handle, which the send entry points take
+    /// (see `channels.rs`).
+    #[napi(catch_unwind)]
+    pub fn open_channel(&mut self, number: u32) -> f64 {
+        self.core.open_channel(number as u16).0 as f64
+    }
+
+    /// Why nothing may be sent on the channel `handle` names now (a `Refusal`), or 0.
+    #[napi(catch_unwind)]
+    pub fn channel_refusal(&self, handle: f64) -> i32 {
+        match self.core.may_send(ChannelHandle(handle as u64), 0) {
+            Ok(_) => 0,
+            Err(refusal) => refusal as i32,
+        }
+    }
+
+    /// The connection has closed: so has every channel.
+    #[napi(catch_unwind)]
+    pub fn close_channels(&mut self) {
+        self.core.channels.clear();
     }
 
     #[napi(catch_unwind)]
