@@ -54,7 +54,7 @@ pub enum Lifecycle {
 #[derive(Debug)]
 pub struct Channel {
     generation: u64,
-    pub lifecycle: Lifecycle,
+    lifecycle: Lifecycle,
     /// Where the channel is in a message; read only while the content rules apply.
     pub stage: Stage,
     pub acks: Acks,
@@ -66,6 +66,12 @@ pub struct Channel {
 impl Channel {
     fn new(generation: u64, lifecycle: Lifecycle) -> Self {
         Channel { generation, lifecycle, stage: Stage::Idle, acks: Acks::default(), last_publish: Vec::new() }
+    }
+
+    /// Whether what completes on it (a message, a channel error) is dropped: our close is on
+    /// its way.
+    pub fn is_closing(&self) -> bool {
+        self.lifecycle == Lifecycle::Closing
     }
 
     /// Whether its frames go through the content rules: from the open-ok read until the close.
@@ -165,12 +171,6 @@ impl Channels {
     fn opened(&mut self, channel: u16) {
         let record = self.records.entry(channel).or_insert_with(|| Channel::new(0, Lifecycle::Open));
         *record = Channel::new(record.generation, Lifecycle::Open);
-    }
-
-    /// Whether what completes on `channel` (a message, a channel error) is dropped: the
-    /// channel is closing.
-    pub fn is_closing(&self, channel: u16) -> bool {
-        self.records.get(&channel).is_some_and(|record| record.lifecycle == Lifecycle::Closing)
     }
 
     /// The record of `channel` while its frames go through the content rules.

@@ -515,11 +515,11 @@ impl Connection {
     /// The message under way on `channel` is whole: one event with its method, its
     /// properties and its content, which is `body` in the read buffer or else its assembly.
     fn complete_message(&mut self, channel: u16, body: Option<Range<usize>>) {
-        let stage = self.channels.stage_mut(channel).expect("a message completes on an open channel");
-        let Stage::Body { method, properties, body_size, assembly } = std::mem::replace(stage, Stage::Idle) else {
+        let record = self.channels.open_mut(channel).expect("a message completes on an open channel");
+        let Stage::Body { method, properties, body_size, assembly } = std::mem::replace(&mut record.stage, Stage::Idle) else {
             unreachable!("a message completes in its body stage")
         };
-        if self.channels.is_closing(channel) {
+        if record.is_closing() {
             return; // our close is on its way: nothing of the channel is handed on
         }
         let content = match body {
@@ -535,9 +535,9 @@ impl Connection {
     /// Tells the channel it broke the content rules; its content frames are dropped from now
     /// until it is closed.
     fn refuse(&mut self, channel: u16, violation: Violation) {
-        let Some(stage) = self.channels.stage_mut(channel) else { return };
-        *stage = Stage::Refused;
-        if !self.channels.is_closing(channel) {
+        let Some(record) = self.channels.open_mut(channel) else { return };
+        record.stage = Stage::Refused;
+        if !record.is_closing() {
             self.events.push_back(Event::ChannelError { channel, violation });
         }
     }
