@@ -198,9 +198,11 @@ impl Channels {
         self.records.values_mut().filter(|record| record.content_rules_apply()).map(|record| &mut record.stage)
     }
 
-    /// The connection ended (or can no longer be trusted): every channel with it.
+    /// The connection ended (or can no longer be trusted): every channel with it, and the
+    /// records' memory. Generations go on rising, so no handle given before names a later
+    /// record.
     pub fn clear(&mut self) {
-        self.records.clear();
+        self.records = ByChannel::default();
     }
 }
 
@@ -259,5 +261,7 @@ mod tests {
         let handle = channels.open(1);
         channels.clear();
         assert_eq!(channels.may_send(handle, QOS), Err(Refusal::ChannelClosed));
+        channels.open(1);
+        assert_eq!(channels.may_send(handle, QOS), Err(Refusal::ChannelClosed), "a record opened after the end");
     }
 }

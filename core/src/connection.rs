@@ -126,7 +126,7 @@ impl Connection {
         self.out = Vec::new();
         self.settled_prefix = None;
         self.events = VecDeque::new();
-        self.channels = Channels::default();
+        self.channels.clear();
         self.direct = None;
         self.frame_end_due = None;
         self.ignoring_input = true;
