@@ -623,14 +623,27 @@ function defineTests() {
   const assert = require('node:assert');
   const { spawn } = require('node:child_process');
 
+  // Starts a child, trying again when it never started: Windows Node under Wine sometimes
+  // fails a spawn with "spawn UNKNOWN". A child that started is never retried.
+  function spawnStarted(args, options, attempts = 3) {
+    return new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, args, options);
+      child.once('spawn', () => resolve(child));
+      child.once('error', (error) => {
+        if (child.pid !== undefined || attempts <= 1) return reject(error);
+        setTimeout(() => spawnStarted(args, options, attempts - 1).then(resolve, reject), 200);
+      });
+    });
+  }
+
   // Runs a scenario in a child; resolves with its result once the child has exited, and
   // fails if it does not exit on its own within `exitMs` of reporting.
-  function runScenario(name, { lib = 'ours', timeoutMs = 20000, exitMs = 3000, env = {} } = {}) {
+  async function runScenario(name, { lib = 'ours', timeoutMs = 20000, exitMs = 3000, env = {} } = {}) {
+    const child = await spawnStarted([__filename], {
+      env: { ...process.env, FAULTS_SCENARIO: name, FAULTS_LIB: lib, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     return new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [__filename], {
-        env: { ...process.env, FAULTS_SCENARIO: name, FAULTS_LIB: lib, ...env },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
       let out = '';
       let err = '';
       let result = null;

@@ -114,8 +114,13 @@ for (const [name, amqp] of LIBRARIES) {
 
     it('a frame over the negotiated frameMax but under maxFrameSize is accepted (unsplit bodies)', async () => {
       const body = Buffer.alloc(10_000, 7);
-      const raw = await serverWithChannel((peer) => {
-        const { sendRaw } = peer;
+      // The return goes out only once the client asks (basic.qos), after its listener is on:
+      // sent at once, it could share a read with the open-ok and be emitted before the
+      // listener (it did, for amqplib, on a slow emulated machine).
+      const raw = await serverWithChannel(async (peer) => {
+        const { send, sendRaw, expect } = peer;
+        await expect(defs.BasicQos);
+        send(defs.BasicQosOk, {}, 1);
         const returned = defs.encodeMethod(defs.BasicReturn, 1, { replyCode: 312, replyText: 'NO_ROUTE', exchange: '', routingKey: 'nowhere' });
         const header = defs.encodeProperties(defs.BasicProperties, 1, body.length, {});
         sendRaw(Buffer.concat([returned, header, frame(constants.FRAME_BODY, 1, body)]));
@@ -125,7 +130,9 @@ for (const [name, amqp] of LIBRARIES) {
         const conn = await amqp.connect(raw.url);
         assert.strictEqual(conn.connection.frameMax, 4096);
         const ch = await conn.createChannel();
-        const returned = await withTimeout(new Promise((resolve) => ch.on('return', resolve)), 5000, 'the return');
+        const returning = new Promise((resolve) => ch.on('return', resolve));
+        await ch.prefetch(1);
+        const returned = await withTimeout(returning, 5000, 'the return');
         assert.strictEqual(returned.content.length, 10_000);
         assert.ok(returned.content.equals(body));
         await conn.close();

@@ -177,6 +177,10 @@ describe('hostile servers', () => {
     const server = await fakeServer(async ({ send, sendRaw, expect }) => {
       const open = await expect(defs.ChannelOpen);
       send(defs.ChannelOpenOk, { channelId: Buffer.alloc(0) }, open.channel);
+      // Only once the client's listeners are on (it asks with basic.qos): sent with the
+      // open-ok, the error could come in the same read, before them.
+      await expect(defs.BasicQos);
+      send(defs.BasicQosOk, {}, open.channel);
       send(defs.BasicDeliver, { consumerTag: 'nobody', deliveryTag: 1, exchange: '', routingKey: 'q' }, open.channel);
       const props = Buffer.concat([Buffer.from([0, 60, 0, 0]), u64(0), Buffer.from([0, 0])]);
       sendRaw(frame(constants.FRAME_HEADER, open.channel, props));
@@ -186,7 +190,9 @@ describe('hostile servers', () => {
     const conn = await amqp.connect(server.url);
     const ch = await conn.createChannel();
     const closed = new Promise((resolve) => ch.on('close', resolve));
-    const error = await new Promise((resolve) => ch.on('error', resolve));
+    const erred = new Promise((resolve) => ch.on('error', resolve));
+    await ch.prefetch(1);
+    const error = await erred;
     assert.match(error.message, /Unknown consumer: nobody/);
     assert.strictEqual(error.code, constants.INTERNAL_ERROR);
     await closed;
