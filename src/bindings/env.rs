@@ -12,9 +12,9 @@
 //!   apart by type tag.
 //!
 //! Only calls that run no JS are here (see `mod.rs`): a safe call here can never run the
-//! user's JS while a borrow is held. The calls that may (reading a user's value, calling a
-//! function, `napi_async_init`) stay with the code that keeps borrows out of their way
-//! (`marshal.rs`, `socket.rs`).
+//! user's JS while a borrow is held. The calls that may stay with the code that keeps
+//! borrows out of their way: reading a user's value (`marshal.rs`, through napi-rs's safe
+//! value methods on [`Js::unknown`]), calling a function and `napi_async_init` (`socket.rs`).
 
 use super::errors::{guarded, napi_ok, JsError};
 use napi::sys;
@@ -43,13 +43,6 @@ impl<'call> Js<'call> {
         Js { raw, call: PhantomData }
     }
 
-    /// # Safety
-    /// `raw` is a handle Node-API made or handed over in the current call (or handle scope),
-    /// which lasts at least `'call`.
-    pub(super) unsafe fn from_raw(raw: sys::napi_value) -> Self {
-        Js::new(raw)
-    }
-
     /// The handle of a value napi-rs hands an entry point, valid for the call (`'call`, the
     /// lifetime napi-rs gives it).
     pub(super) fn of<V: napi::JsValue<'call>>(value: &V) -> Self {
@@ -62,8 +55,13 @@ impl<'call> Js<'call> {
 
     /// As napi-rs's value, to return from a napi-rs entry point in `env`.
     pub(super) fn into_unknown(self, env: &'call napi::Env) -> napi::bindgen_prelude::Unknown<'call> {
+        self.unknown(JsEnv::of(env))
+    }
+
+    /// As napi-rs's value of `env`'s call, whose safe methods read it (`marshal.rs`).
+    pub(super) fn unknown(self, env: JsEnv<'call>) -> napi::bindgen_prelude::Unknown<'call> {
         // SAFETY: the handle is valid for `'call`, the call whose env `env` is.
-        unsafe { napi::bindgen_prelude::Unknown::from_raw_unchecked(env.raw(), self.raw) }
+        unsafe { napi::bindgen_prelude::Unknown::from_raw_unchecked(env.raw, self.raw) }
     }
 }
 

@@ -50,16 +50,6 @@ pub(super) fn napi_ok(status: sys::napi_status) -> Result<(), JsError> {
     }
 }
 
-/// The status of a Node-API call made while reading a user's value, as a codec Result (a
-/// getter that throws makes the call fail with its exception pending).
-pub(super) fn check(status: sys::napi_status) -> crate::codec::Result<()> {
-    if status == sys::Status::napi_ok {
-        Ok(())
-    } else {
-        Err(CodecError::Source(format!("Node-API call failed with status {status}")))
-    }
-}
-
 /// Throws `e` in `env`, unless a JS exception is already pending (a throwing getter), which
 /// then propagates as it is.
 pub(super) fn throw(env: sys::napi_env, e: &JsError) {

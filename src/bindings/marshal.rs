@@ -1,19 +1,17 @@
-//! Reading JS values: [`JsVal`] implements the codec's [`Value`] trait through raw
-//! Node-API calls, so the encoder reads a user's objects (getters, valueOf and all) as
+//! Reading JS values: [`JsVal`] implements the codec's [`Value`] trait through napi-rs's
+//! safe value methods, so the encoder reads a user's objects (getters, valueOf and all) as
 //! amqplib's JS encoder would.
 
 use super::env::{Js, JsEnv};
-use super::errors::check;
-use crate::codec::{Kind, Value};
+use crate::codec::{CodecError, Kind, Value};
 #[cfg(feature = "codec-exports")]
 use napi::bindgen_prelude::{Env, Unknown};
-use napi::sys;
+use napi::bindgen_prelude::{JsObjectValue, JsValue, Object, ValueType};
 use std::marker::PhantomData;
-use std::ptr;
 
-/// A JS value of the current call, read through Node-API. It borrows the call (`'call`):
-/// reading it may run JS (getters, valueOf), so nothing else read from the call, such as a
-/// Buffer's bytes or the connection, can be held at the same time (see `hot.rs`).
+/// A JS value of the current call. It borrows the call (`'call`): reading it may run JS
+/// (getters, valueOf), so nothing else read from the call, such as a Buffer's bytes or the
+/// connection, can be held at the same time (see `hot.rs`).
 pub struct JsVal<'call> {
     env: JsEnv<'call>,
     value: Js<'call>,
@@ -22,58 +20,55 @@ pub struct JsVal<'call> {
     call: PhantomData<&'call mut ()>,
 }
 
+/// A failed Node-API call while reading a user's value, as a codec error (a getter that
+/// throws makes the call fail with its exception pending, which then goes on as it is).
+fn read<T>(result: napi::Result<T>) -> crate::codec::Result<T> {
+    result.map_err(|e| CodecError::Source(format!("Node-API call failed with status {}", e.status)))
+}
+
 impl<'call> JsVal<'call> {
     pub(super) fn new(env: JsEnv<'call>, value: Js<'call>) -> Self {
         JsVal { env, value, kind: std::cell::Cell::new(None), call: PhantomData }
     }
 
     /// A value of the same call.
-    fn sibling(&self, value: Js<'call>) -> Self {
-        JsVal::new(self.env, value)
+    fn sibling(&self, value: &impl JsValue<'call>) -> Self {
+        JsVal::new(self.env, Js::of(value))
     }
 
-    /// Reads through `read`, which calls Node-API with the env, this value and an
-    /// out-pointer. These calls may run JS (see `mod.rs`): a `JsVal` borrows its call
-    /// mutably, so that nothing else of the call is borrowed meanwhile.
-    fn read<T: Default>(&self, read: impl FnOnce(sys::napi_env, sys::napi_value, &mut T) -> sys::napi_status) -> crate::codec::Result<T> {
-        let mut out = T::default();
-        check(read(self.env.raw(), self.value.raw(), &mut out))?;
-        Ok(out)
+    /// The value, for napi-rs's methods of any value (each may run JS).
+    fn unknown(&self) -> napi::bindgen_prelude::Unknown<'call> {
+        self.value.unknown(self.env)
     }
 
-    /// As [`read`](Self::read), for a value.
-    fn read_value(&self, read: impl FnOnce(sys::napi_env, sys::napi_value, &mut sys::napi_value) -> sys::napi_status) -> crate::codec::Result<Self> {
-        let mut out = ptr::null_mut();
-        check(read(self.env.raw(), self.value.raw(), &mut out))?;
-        // SAFETY: Node-API made the handle in this call.
-        Ok(self.sibling(unsafe { Js::from_raw(out) }))
+    /// The value, for napi-rs's methods of objects (each may run JS). On anything else,
+    /// Node-API refuses them with a status, as it does the raw calls.
+    fn object(&self) -> Object<'call> {
+        Object::from_raw(self.env.raw(), self.value.raw())
     }
 
     /// typeof, refined for null, arrays and Buffers.
     fn read_kind(&self) -> crate::codec::Result<Kind> {
-        // SAFETY (each Node-API call of a `read` in this impl): the env and value are the
-        // call's, live for `'call`; the out-pointer is `read`'s live local; any key is a handle
-        // of the same call.
-        let ty = self.read(|env, value, out| unsafe { sys::napi_typeof(env, value, out) })?;
-        Ok(match ty {
-            sys::ValueType::napi_undefined => Kind::Undefined,
-            sys::ValueType::napi_null => Kind::Null,
-            sys::ValueType::napi_boolean => Kind::Bool,
-            sys::ValueType::napi_number => Kind::Number,
-            sys::ValueType::napi_string => Kind::String,
-            sys::ValueType::napi_object => {
-                if self.read(|env, value, out| unsafe { sys::napi_is_array(env, value, out) })? {
+        let value = self.unknown();
+        Ok(match read(value.get_type())? {
+            ValueType::Undefined => Kind::Undefined,
+            ValueType::Null => Kind::Null,
+            ValueType::Boolean => Kind::Bool,
+            ValueType::Number => Kind::Number,
+            ValueType::String => Kind::String,
+            ValueType::Object => {
+                if read(value.is_array())? {
                     return Ok(Kind::Array);
                 }
-                if self.read(|env, value, out| unsafe { sys::napi_is_buffer(env, value, out) })? && self.is_node_buffer()? {
+                if read(value.is_buffer())? && self.is_node_buffer()? {
                     Kind::Bytes
                 } else {
                     Kind::Object
                 }
             }
-            sys::ValueType::napi_function => Kind::Other("function"),
-            sys::ValueType::napi_symbol => Kind::Other("symbol"),
-            sys::ValueType::napi_bigint => Kind::Other("bigint"),
+            ValueType::Function => Kind::Other("function"),
+            ValueType::Symbol => Kind::Other("symbol"),
+            ValueType::BigInt => Kind::Other("bigint"),
             _ => Kind::Other("external"),
         })
     }
@@ -81,8 +76,9 @@ impl<'call> JsVal<'call> {
     /// `Buffer.isBuffer`: Node-API's own test takes any typed array or DataView, which
     /// amqplib encodes as tables (of their indices), not as byte arrays.
     fn is_node_buffer(&self) -> crate::codec::Result<bool> {
-        let constructor = self.sibling(self.env.global()?).property(self.key("Buffer")?)?.value.raw();
-        self.read(|env, value, out| unsafe { sys::napi_instanceof(env, value, constructor, out) })
+        let global = JsVal::new(self.env, self.env.global()?);
+        let constructor = global.property(self.key("Buffer")?)?;
+        read(self.unknown().instanceof(constructor.unknown()))
     }
 
     /// An argument of a napi-rs entry point (the codec exports').
@@ -98,17 +94,18 @@ impl<'call> JsVal<'call> {
 
     /// The property `key` (getters run).
     fn property(&self, key: Js<'call>) -> crate::codec::Result<Self> {
-        self.read_value(|env, value, out| unsafe { sys::napi_get_property(env, value, key.raw(), out) })
+        let value: napi::bindgen_prelude::Unknown<'call> = read(self.object().get_property_unchecked(key.unknown(self.env)))?;
+        Ok(self.sibling(&value))
     }
 
-    fn string_of(&self, value: Js<'call>) -> crate::codec::Result<String> {
+    fn string_of(&self, value: &Self) -> crate::codec::Result<String> {
         let mut bytes = Vec::new();
-        self.sibling(value).append_utf8(&mut bytes)?;
+        value.append_utf8(&mut bytes)?;
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 }
 
-impl Value for JsVal<'_> {
+impl<'call> Value for JsVal<'call> {
     fn kind(&self) -> crate::codec::Result<Kind> {
         if let Some(kind) = self.kind.get() {
             return Ok(kind);
@@ -131,8 +128,7 @@ impl Value for JsVal<'_> {
     }
 
     fn truthy(&self) -> crate::codec::Result<bool> {
-        let coerced = self.read_value(|env, value, out| unsafe { sys::napi_coerce_to_bool(env, value, out) })?;
-        Ok(self.env.get_bool(coerced.value).unwrap_or(false))
+        read(self.unknown().coerce_to_bool())
     }
 
     fn number(&self) -> crate::codec::Result<f64> {
@@ -140,8 +136,9 @@ impl Value for JsVal<'_> {
             return Ok(number);
         }
         // Not a number: coerce as `+value` does (valueOf may run, and may throw).
-        let coerced = self.read_value(|env, value, out| unsafe { sys::napi_coerce_to_number(env, value, out) })?;
-        Ok(self.env.get_f64(coerced.value).unwrap_or(f64::NAN))
+        let value = self.unknown();
+        let coerced = read(value.coerce_to_number())?;
+        read(coerced.get_double())
     }
 
     fn append_utf8(&self, out: &mut Vec<u8>) -> crate::codec::Result<()> {
@@ -162,13 +159,19 @@ impl Value for JsVal<'_> {
     }
 
     fn items(&self) -> crate::codec::Result<Vec<Self>> {
-        let len: u32 = self.read(|env, value, out| unsafe { sys::napi_get_array_length(env, value, out) })?;
-        (0..len).map(|i| self.read_value(|env, value, out| unsafe { sys::napi_get_element(env, value, i, out) })).collect()
+        let array = self.object();
+        let len = read(array.get_array_length_unchecked())?;
+        (0..len)
+            .map(|i| {
+                let item: napi::bindgen_prelude::Unknown<'call> = read(array.get_element(i))?;
+                Ok(self.sibling(&item))
+            })
+            .collect()
     }
 
     fn entries(&self) -> crate::codec::Result<Vec<(String, Self)>> {
-        let keys = self.read_value(|env, value, out| unsafe { sys::napi_get_property_names(env, value, out) })?;
-        keys.items()?.into_iter().map(|key| Ok((self.string_of(key.value)?, self.property(key.value)?))).collect()
+        let keys = self.sibling(&read(self.object().get_property_names())?);
+        keys.items()?.into_iter().map(|key| Ok((self.string_of(&key)?, self.property(key.value)?))).collect()
     }
 
     fn get(&self, key: &'static str) -> crate::codec::Result<Self> {
@@ -177,6 +180,6 @@ impl Value for JsVal<'_> {
 
     fn has_own(&self, key: &'static str) -> crate::codec::Result<bool> {
         let key = self.key(key)?;
-        self.read(|env, value, out| unsafe { sys::napi_has_own_property(env, value, key.raw(), out) })
+        read(self.object().has_own_property_js(key.unknown(self.env)))
     }
 }

@@ -32,7 +32,8 @@
 //!   body has returned (`errors::guarded`), its borrows over;
 //! - `napi_get_property`, `napi_get_named_property`, `napi_get_element`,
 //!   `napi_has_property`, `napi_has_own_property`, `napi_get_property_names`, `napi_instanceof`
-//!   on a user's value: getters, proxy traps, `Symbol.hasInstance` (`marshal.rs`);
+//!   on a user's value: getters, proxy traps, `Symbol.hasInstance` (`marshal.rs`, which
+//!   makes them through napi-rs's methods of `Unknown` and `Object`);
 //! - `napi_coerce_to_*`: `valueOf`, `toString`, `Symbol.toPrimitive`.
 //!
 //! These do not: making values (strings, numbers, Buffers, typed arrays, externals, empty
