@@ -40,7 +40,10 @@ describe('generated files', () => {
     const error = bad[0];
     assert.strictEqual(error[at + boundary.EVENT_KIND], boundary.EVENT_CONNECTION_ERROR);
     assert.strictEqual(error[at + boundary.EVENT_ID], 501);
-    assert.match(bad[1][error[at + boundary.CONNECTION_ERROR_TEXT]], /Unknown frame type 9/);
+    assert.strictEqual(error[at + boundary.CONNECTION_ERROR_ERROR], boundary.ERROR_UNKNOWN_FRAME_TYPE);
+    assert.strictEqual(error[at + boundary.CONNECTION_ERROR_PARAMS], 9);
+    assert.deepStrictEqual(boundary.ERROR_PARAM_KINDS[boundary.ERROR_UNKNOWN_FRAME_TYPE], ['number']);
+    assert.strictEqual(error[at + boundary.EVENT_LENGTH], boundary.CONNECTION_ERROR_PARAMS + boundary.ERROR_PARAMS);
   });
 
   it('write a read into the tape given back once JS has released it, and only then', () => {

@@ -41,8 +41,10 @@ const EVENT_CHANNEL = 1;
 const EVENT_ID = 2;
 // The event's slots, these included.
 const EVENT_LENGTH = 3;
-// Object index of the message.
-const CONNECTION_ERROR_TEXT = 4;
+// Which error (`ErrorId`): lib/core_errors.js words each.
+const CONNECTION_ERROR_ERROR = 4;
+// Its parameters, `ERROR_PARAMS` slots: a number, or the object index of a text.
+const CONNECTION_ERROR_PARAMS = 5;
 // The first slot of its arguments.
 const METHOD_ARGUMENTS = 4;
 // The declared body size.
@@ -99,6 +101,50 @@ const REFUSED_NO_REPEAT = -1;
 const REFUSED_CHANNEL_CLOSING = -2;
 // The channel is closed, by either side or with its connection.
 const REFUSED_CHANNEL_CLOSED = -3;
+// A field of the wrong type: its name, and what it must be.
+const ERROR_WRONG_TYPE = 0;
+// A mandatory field not given: its name.
+const ERROR_MISSING = 1;
+// An integer out of its field's range: the least, the greatest, the value.
+const ERROR_OUT_OF_RANGE = 2;
+// Out of the range of a 64-bit field (a BigInt in amqplib): 1 if signed, the value.
+const ERROR_OUT_OF_RANGE_64 = 3;
+// A fraction where a 64-bit integer is due: the value.
+const ERROR_NOT_AN_INTEGER = 4;
+// A table value of no type amqplib encodes: its type.
+const ERROR_UNKNOWN_ENCODE_TYPE = 5;
+// A decimal that is not {places, digits}: the value, as JSON.stringify writes it.
+const ERROR_BAD_DECIMAL = 6;
+// A table value of an unknown type tag: the tag octet.
+const ERROR_UNEXPECTED_TAG = 7;
+// A read past the end of a frame.
+const ERROR_TRUNCATED = 8;
+// A table nested deeper than decoding allows: that depth.
+const ERROR_TOO_DEEP = 9;
+// A table to send nested deeper than decoding allows, or cyclic: that depth.
+const ERROR_TOO_DEEP_TO_ENCODE = 10;
+// An unknown class/method id.
+const ERROR_UNKNOWN_METHOD = 11;
+// An unknown properties class.
+const ERROR_UNKNOWN_PROPERTIES = 12;
+// A table over its greatest size: that size in bytes.
+const ERROR_TABLE_TOO_LARGE = 13;
+// An encoded frame over the frame max: its size, the frame max.
+const ERROR_FRAME_TOO_LARGE = 14;
+// A frame max that leaves no room for a body frame: the frame max.
+const ERROR_NO_ROOM_FOR_BODY = 15;
+// An error of the value read itself (a failed Node-API call): its message.
+const ERROR_SOURCE = 16;
+// A frame whose frame-end octet is wrong.
+const ERROR_BAD_FRAME_END = 17;
+// A frame over maxFrameSize: its size, maxFrameSize.
+const ERROR_FRAME_SIZE = 18;
+// A frame of a type the spec has none of: the type.
+const ERROR_UNKNOWN_FRAME_TYPE = 19;
+// The most parameters an error has.
+const ERROR_PARAMS = 3;
+// Each error's parameters, by id: 'number' or 'text'.
+const ERROR_PARAM_KINDS = [["text","text"],["text"],["number","number","number"],["number","number"],["number"],["text"],["text"],["number"],[],["number"],["number"],[],[],["number"],["number","number"],["number"],["text"],[],["number","number"],["number"]];
 // Bytes a connection takes in before the event loop gets a turn (timers, other sockets).
 const READ_BUDGET = 2097152;
 
@@ -122,7 +168,8 @@ module.exports = {
   EVENT_CHANNEL,
   EVENT_ID,
   EVENT_LENGTH,
-  CONNECTION_ERROR_TEXT,
+  CONNECTION_ERROR_ERROR,
+  CONNECTION_ERROR_PARAMS,
   METHOD_ARGUMENTS,
   HEADER_BODY_SIZE,
   HEADER_PROPERTIES,
@@ -151,5 +198,27 @@ module.exports = {
   REFUSED_NO_REPEAT,
   REFUSED_CHANNEL_CLOSING,
   REFUSED_CHANNEL_CLOSED,
+  ERROR_WRONG_TYPE,
+  ERROR_MISSING,
+  ERROR_OUT_OF_RANGE,
+  ERROR_OUT_OF_RANGE_64,
+  ERROR_NOT_AN_INTEGER,
+  ERROR_UNKNOWN_ENCODE_TYPE,
+  ERROR_BAD_DECIMAL,
+  ERROR_UNEXPECTED_TAG,
+  ERROR_TRUNCATED,
+  ERROR_TOO_DEEP,
+  ERROR_TOO_DEEP_TO_ENCODE,
+  ERROR_UNKNOWN_METHOD,
+  ERROR_UNKNOWN_PROPERTIES,
+  ERROR_TABLE_TOO_LARGE,
+  ERROR_FRAME_TOO_LARGE,
+  ERROR_NO_ROOM_FOR_BODY,
+  ERROR_SOURCE,
+  ERROR_BAD_FRAME_END,
+  ERROR_FRAME_SIZE,
+  ERROR_UNKNOWN_FRAME_TYPE,
+  ERROR_PARAMS,
+  ERROR_PARAM_KINDS,
   READ_BUDGET,
 };

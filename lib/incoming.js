@@ -13,10 +13,11 @@ const native = require('./native');
 const defs = require('./defs');
 const { HEARTBEAT } = require('./frame');
 const { TapeReader } = require('./tape');
+const { coreErrorMessage } = require('./core_errors');
 const {
   EVENT_CONNECTION_ERROR, EVENT_METHOD, EVENT_HEADER, EVENT_BODY, EVENT_POOLED_BODY, EVENT_MESSAGE, EVENT_CHANNEL_ERROR, EVENT_CHANNEL_CLOSED,
   EVENT_HEARTBEAT, EVENT_KIND, READ_BUDGET, TAPE_HELD, TAPE_END, EVENT_CHANNEL, EVENT_ID, EVENT_LENGTH, METHOD_ARGUMENTS, HEADER_BODY_SIZE, HEADER_PROPERTIES,
-  MESSAGE_BODY_SIZE, MESSAGE_PROPERTIES, MESSAGE_ARGUMENTS, CHANNEL_ERROR_VIOLATION, CHANNEL_ERROR_METHOD, CHANNEL_ERROR_BODY_SIZE, CONNECTION_ERROR_TEXT,
+  MESSAGE_BODY_SIZE, MESSAGE_PROPERTIES, MESSAGE_ARGUMENTS, CHANNEL_ERROR_VIOLATION, CHANNEL_ERROR_METHOD, CHANNEL_ERROR_BODY_SIZE, CONNECTION_ERROR_ERROR, CONNECTION_ERROR_PARAMS, ERROR_PARAM_KINDS,
 } = require('./boundary');
 
 class Incoming {
@@ -199,7 +200,9 @@ class Incoming {
       case EVENT_HEARTBEAT:
         return HEARTBEAT;
       case EVENT_CONNECTION_ERROR: {
-        const err = /** @type {Error & { code?: number }} */ (new Error(reader.obj(t[i + CONNECTION_ERROR_TEXT])));
+        const error = t[i + CONNECTION_ERROR_ERROR];
+        const params = ERROR_PARAM_KINDS[error].map((kind, n) => (kind === 'text' ? reader.obj(t[i + CONNECTION_ERROR_PARAMS + n]) : t[i + CONNECTION_ERROR_PARAMS + n]));
+        const err = /** @type {Error & { code?: number }} */ (new Error(coreErrorMessage(error, params)));
         err.code = id;
         return err;
       }

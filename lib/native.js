@@ -34,4 +34,6 @@ function load() {
     '(needs a Rust toolchain: https://rustup.rs).');
 }
 
-module.exports = load();
+const addon = load();
+addon.setErrorWords(require('./core_errors').coreError);
+module.exports = addon;

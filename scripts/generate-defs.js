@@ -218,7 +218,15 @@ const EVENT_HEAD = [
 ];
 // The events, with the slots each has after the common ones.
 const TAPE_EVENTS = [
-  { name: 'connection_error', kind: 0, doc: 'The stream can no longer be trusted; `id` is the reply code.', slots: [['text', 'Object index of the message.']] },
+  {
+    name: 'connection_error',
+    kind: 0,
+    doc: 'The stream can no longer be trusted; `id` is the reply code.',
+    slots: [
+      ['error', 'Which error (`ErrorId`): lib/core_errors.js words each.'],
+      ['params', 'Its parameters, `ERROR_PARAMS` slots: a number, or the object index of a text.'],
+    ],
+  },
   { name: 'method', kind: 1, doc: "A method frame; its arguments follow, as lib/spec.js's readers read them.", slots: [['arguments', 'The first slot of its arguments.']] },
   { name: 'header', kind: 2, doc: 'A content header; `id` is the class id.', slots: [['body_size', 'The declared body size.'], ['properties', 'The presence flags, then the properties.']] },
   { name: 'body', kind: 3, doc: 'A body with a Buffer of its own.', slots: [['content', 'Object index of the Buffer.']] },
@@ -267,6 +275,34 @@ const SOCKET_EVENTS = [
   ['close', 6, 'Closed after an end the caller asked for; the last event.'],
 ];
 
+// The errors the core reports (the codec's `CodecError`, frame.rs's `FrameError`,
+// event.rs's `ProtocolError`), each with its parameters: the core says which and with what,
+// lib/core_errors.js words each as amqplib does, with the class and code amqplib's has.
+// [name, id, doc, parameters ('number' or 'text')]
+const ERRORS = [
+  ['wrong_type', 0, 'A field of the wrong type: its name, and what it must be.', ['text', 'text']],
+  ['missing', 1, 'A mandatory field not given: its name.', ['text']],
+  ['out_of_range', 2, 'An integer out of its field\'s range: the least, the greatest, the value.', ['number', 'number', 'number']],
+  ['out_of_range_64', 3, 'Out of the range of a 64-bit field (a BigInt in amqplib): 1 if signed, the value.', ['number', 'number']],
+  ['not_an_integer', 4, 'A fraction where a 64-bit integer is due: the value.', ['number']],
+  ['unknown_encode_type', 5, 'A table value of no type amqplib encodes: its type.', ['text']],
+  ['bad_decimal', 6, 'A decimal that is not {places, digits}: the value, as JSON.stringify writes it.', ['text']],
+  ['unexpected_tag', 7, 'A table value of an unknown type tag: the tag octet.', ['number']],
+  ['truncated', 8, 'A read past the end of a frame.', []],
+  ['too_deep', 9, 'A table nested deeper than decoding allows: that depth.', ['number']],
+  ['too_deep_to_encode', 10, 'A table to send nested deeper than decoding allows, or cyclic: that depth.', ['number']],
+  ['unknown_method', 11, 'An unknown class/method id.', []],
+  ['unknown_properties', 12, 'An unknown properties class.', []],
+  ['table_too_large', 13, 'A table over its greatest size: that size in bytes.', ['number']],
+  ['frame_too_large', 14, 'An encoded frame over the frame max: its size, the frame max.', ['number', 'number']],
+  ['no_room_for_body', 15, 'A frame max that leaves no room for a body frame: the frame max.', ['number']],
+  ['source', 16, "An error of the value read itself (a failed Node-API call): its message.", ['text']],
+  ['bad_frame_end', 17, 'A frame whose frame-end octet is wrong.', []],
+  ['frame_size', 18, 'A frame over maxFrameSize: its size, maxFrameSize.', ['number', 'number']],
+  ['unknown_frame_type', 19, 'A frame of a type the spec has none of: the type.', ['number']],
+];
+const ERROR_PARAMS = Math.max(...ERRORS.map(([, , , params]) => params.length));
+
 // What a send entry point returns when it writes nothing (it returns the bytes waiting
 // otherwise): the channel's state is the core's (core/src/channels.rs), JS words the refusal.
 const REFUSALS = [
@@ -304,6 +340,14 @@ function rustBoundary() {
   for (const [name, code, doc] of VIOLATIONS) out.push(`    /// ${doc}`, `    ${pascal(name.replace(/_/g, '-'))} = ${code},`);
   out.push('}', '', 'impl ViolationKind {', '    /// Every kind, in the order of their numbers.');
   out.push(`    pub const ALL: [ViolationKind; ${VIOLATIONS.length}] = [${VIOLATIONS.map(([name]) => `ViolationKind::${pascal(name.replace(/_/g, '-'))}`).join(', ')}];`, '}');
+  out.push('', '/// The errors the core reports, worded by JS (lib/core_errors.js).', '#[repr(u8)]', '#[derive(Clone, Copy, Debug, PartialEq, Eq)]', 'pub enum ErrorId {');
+  for (const [name, id, doc] of ERRORS) out.push(`    /// ${doc}`, `    ${pascal(name.replace(/_/g, '-'))} = ${id},`);
+  out.push('}', '', '/// What a parameter of an error is.', '#[derive(Clone, Copy, Debug, PartialEq, Eq)]', 'pub enum ParamKind {', '    Number,', '    Text,', '}', '');
+  out.push('impl ErrorId {', '    /// The kinds of its parameters, in order.', '    pub fn params(self) -> &\'static [ParamKind] {', '        match self {');
+  for (const [name, , , params] of ERRORS) {
+    out.push(`            ErrorId::${pascal(name.replace(/_/g, '-'))} => &[${params.map((k) => `ParamKind::${pascal(k)}`).join(', ')}],`);
+  }
+  out.push('        }', '    }', '}', '', `/// The most parameters an error has.`, `pub const ERROR_PARAMS: usize = ${ERROR_PARAMS};`);
   out.push('', '/// What a send entry point returns when it writes nothing.', '#[repr(i8)]', '#[derive(Clone, Copy, Debug, PartialEq, Eq)]', 'pub enum Refusal {');
   for (const [name, code, doc] of REFUSALS) out.push(`    /// ${doc}`, `    ${pascal(name.replace(/_/g, '-'))} = ${code},`);
   out.push('}');
@@ -326,6 +370,9 @@ function jsBoundary() {
   for (const [name, code, doc] of VIOLATIONS) define(`VIOLATION_${upper(name)}`, code, doc);
   for (const [name, code, doc] of SOCKET_EVENTS) define(`SOCKET_${upper(name)}`, code, doc);
   for (const [name, code, doc] of REFUSALS) define(`REFUSED_${upper(name)}`, code, doc);
+  for (const [name, id, doc] of ERRORS) define(`ERROR_${upper(name)}`, id, doc);
+  define('ERROR_PARAMS', ERROR_PARAMS, 'The most parameters an error has.');
+  define('ERROR_PARAM_KINDS', JSON.stringify(ERRORS.map(([, , , params]) => params)), "Each error's parameters, by id: 'number' or 'text'.");
   define('READ_BUDGET', READ_BUDGET[0], READ_BUDGET[1]);
   out.push('', `module.exports = {\n${names.map((n) => `  ${n},`).join('\n')}\n};`, '');
   return out.join('\n');

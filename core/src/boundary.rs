@@ -46,8 +46,10 @@ pub const EVENT_CHANNEL: usize = 1;
 pub const EVENT_ID: usize = 2;
 /// The event's slots, these included.
 pub const EVENT_LENGTH: usize = 3;
-/// Object index of the message.
-pub const CONNECTION_ERROR_TEXT: usize = 4;
+/// Which error (`ErrorId`): lib/core_errors.js words each.
+pub const CONNECTION_ERROR_ERROR: usize = 4;
+/// Its parameters, `ERROR_PARAMS` slots: a number, or the object index of a text.
+pub const CONNECTION_ERROR_PARAMS: usize = 5;
 /// The first slot of its arguments.
 pub const METHOD_ARGUMENTS: usize = 4;
 /// The declared body size.
@@ -99,6 +101,90 @@ impl ViolationKind {
     /// Every kind, in the order of their numbers.
     pub const ALL: [ViolationKind; 4] = [ViolationKind::HeaderExpected, ViolationKind::ContentExpected, ViolationKind::DeliveryExpected, ViolationKind::TooMuchContent];
 }
+
+/// The errors the core reports, worded by JS (lib/core_errors.js).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorId {
+    /// A field of the wrong type: its name, and what it must be.
+    WrongType = 0,
+    /// A mandatory field not given: its name.
+    Missing = 1,
+    /// An integer out of its field's range: the least, the greatest, the value.
+    OutOfRange = 2,
+    /// Out of the range of a 64-bit field (a BigInt in amqplib): 1 if signed, the value.
+    OutOfRange64 = 3,
+    /// A fraction where a 64-bit integer is due: the value.
+    NotAnInteger = 4,
+    /// A table value of no type amqplib encodes: its type.
+    UnknownEncodeType = 5,
+    /// A decimal that is not {places, digits}: the value, as JSON.stringify writes it.
+    BadDecimal = 6,
+    /// A table value of an unknown type tag: the tag octet.
+    UnexpectedTag = 7,
+    /// A read past the end of a frame.
+    Truncated = 8,
+    /// A table nested deeper than decoding allows: that depth.
+    TooDeep = 9,
+    /// A table to send nested deeper than decoding allows, or cyclic: that depth.
+    TooDeepToEncode = 10,
+    /// An unknown class/method id.
+    UnknownMethod = 11,
+    /// An unknown properties class.
+    UnknownProperties = 12,
+    /// A table over its greatest size: that size in bytes.
+    TableTooLarge = 13,
+    /// An encoded frame over the frame max: its size, the frame max.
+    FrameTooLarge = 14,
+    /// A frame max that leaves no room for a body frame: the frame max.
+    NoRoomForBody = 15,
+    /// An error of the value read itself (a failed Node-API call): its message.
+    Source = 16,
+    /// A frame whose frame-end octet is wrong.
+    BadFrameEnd = 17,
+    /// A frame over maxFrameSize: its size, maxFrameSize.
+    FrameSize = 18,
+    /// A frame of a type the spec has none of: the type.
+    UnknownFrameType = 19,
+}
+
+/// What a parameter of an error is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamKind {
+    Number,
+    Text,
+}
+
+impl ErrorId {
+    /// The kinds of its parameters, in order.
+    pub fn params(self) -> &'static [ParamKind] {
+        match self {
+            ErrorId::WrongType => &[ParamKind::Text, ParamKind::Text],
+            ErrorId::Missing => &[ParamKind::Text],
+            ErrorId::OutOfRange => &[ParamKind::Number, ParamKind::Number, ParamKind::Number],
+            ErrorId::OutOfRange64 => &[ParamKind::Number, ParamKind::Number],
+            ErrorId::NotAnInteger => &[ParamKind::Number],
+            ErrorId::UnknownEncodeType => &[ParamKind::Text],
+            ErrorId::BadDecimal => &[ParamKind::Text],
+            ErrorId::UnexpectedTag => &[ParamKind::Number],
+            ErrorId::Truncated => &[],
+            ErrorId::TooDeep => &[ParamKind::Number],
+            ErrorId::TooDeepToEncode => &[ParamKind::Number],
+            ErrorId::UnknownMethod => &[],
+            ErrorId::UnknownProperties => &[],
+            ErrorId::TableTooLarge => &[ParamKind::Number],
+            ErrorId::FrameTooLarge => &[ParamKind::Number, ParamKind::Number],
+            ErrorId::NoRoomForBody => &[ParamKind::Number],
+            ErrorId::Source => &[ParamKind::Text],
+            ErrorId::BadFrameEnd => &[],
+            ErrorId::FrameSize => &[ParamKind::Number, ParamKind::Number],
+            ErrorId::UnknownFrameType => &[ParamKind::Number],
+        }
+    }
+}
+
+/// The most parameters an error has.
+pub const ERROR_PARAMS: usize = 3;
 
 /// What a send entry point returns when it writes nothing.
 #[repr(i8)]

@@ -7,6 +7,7 @@
 //! Semantics follow amqplib 2.0.1: the same type inference for table values, the same
 //! defaults and the same error texts.
 
+use crate::boundary::ErrorId;
 use crate::spec_types::{Arg, ArgType, Default, MethodSpec, PropertiesSpec};
 use crate::strings::Interner;
 use crate::tape::{Obj, Tape};
@@ -20,13 +21,6 @@ pub const MAX_TABLE_BYTES: usize = 16 * 1024 * 1024;
 /// String values in tables up to this many bytes go through the string table.
 const MAX_INTERNED_VALUE: usize = 32;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ErrorKind {
-    Plain,
-    Type,
-    Range,
-}
-
 #[derive(Clone, Debug, PartialEq)]
 pub enum CodecError {
     WrongType { field: String, expected: &'static str },
@@ -36,7 +30,8 @@ pub enum CodecError {
     OutOfRange64 { signed: bool, got: f64 },
     NotAnInteger(f64),
     UnknownEncodeType(String),
-    BadDecimal,
+    /// A decimal that is not {places, digits}: the value as JSON.stringify writes it.
+    BadDecimal(String),
     UnexpectedTag(u8),
     Truncated,
     TooDeep,
@@ -54,104 +49,57 @@ pub enum CodecError {
     Source(String),
 }
 
-impl CodecError {
-    /// The `code` Node gives the same error, where it gives one (its Buffer writers' range
-    /// errors, which amqplib's encoder raises).
-    pub fn code(&self) -> Option<&'static str> {
-        match self {
-            CodecError::OutOfRange { .. } | CodecError::OutOfRange64 { .. } => Some("ERR_OUT_OF_RANGE"),
-            _ => None,
-        }
+/// A parameter of an error the core reports: JS words the error from it (lib/core_errors.js).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Param<'a> {
+    Number(f64),
+    Text(&'a str),
+}
+
+/// An error as the core reports it to JS: which one, and its parameters (of the kinds
+/// `id.params()` gives). The words, the error's class and its code are JS's alone.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report<'a> {
+    pub id: ErrorId,
+    pub params: Vec<Param<'a>>,
+}
+
+impl Report<'_> {
+    fn of(id: ErrorId) -> Self {
+        Report { id, params: Vec::new() }
     }
 
-    pub fn kind(&self) -> ErrorKind {
-        match self {
-            CodecError::WrongType { .. }
-            | CodecError::UnknownEncodeType(_)
-            | CodecError::BadDecimal
-            | CodecError::UnexpectedTag(_) => ErrorKind::Type,
-            CodecError::OutOfRange { .. }
-            | CodecError::OutOfRange64 { .. }
-            | CodecError::NotAnInteger(_)
-            | CodecError::TooDeepToEncode
-            | CodecError::FrameTooLarge { .. }
-            | CodecError::TableTooLarge
-            | CodecError::Truncated => {
-                ErrorKind::Range
-            }
-            _ => ErrorKind::Plain,
-        }
+    fn numbers(id: ErrorId, numbers: &[f64]) -> Self {
+        Report { id, params: numbers.iter().map(|&n| Param::Number(n)).collect() }
     }
 }
 
-impl std::fmt::Display for CodecError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl CodecError {
+    pub fn report(&self) -> Report<'_> {
+        use Param::Text;
         match self {
-            CodecError::WrongType { field, expected } => {
-                write!(f, "Field '{field}' is the wrong type; must be {expected}")
-            }
-            CodecError::Missing(field) => write!(f, "Missing value for mandatory field '{field}'"),
-            CodecError::OutOfRange { min, max, got } => write!(
-                f,
-                "The value of \"value\" is out of range. It must be >= {min} and <= {max}. Received {}",
-                js_number(*got)
-            ),
-            CodecError::OutOfRange64 { signed, got } => {
-                let range = if *signed { ">= -(2n ** 63n) and < 2n ** 63n" } else { ">= 0n and < 2n ** 64n" };
-                write!(f, "The value of \"value\" is out of range. It must be {range}. Received {}n", js_number(*got))
-            }
-            CodecError::NotAnInteger(n) => {
-                write!(f, "The number {} cannot be converted to a BigInt because it is not an integer", js_number(*n))
-            }
-            CodecError::UnknownEncodeType(t) => write!(f, "Unknown type to encode: {t}"),
-            CodecError::BadDecimal => write!(f, "Decimal value must be {{'places': 0..255, 'digits': uint32}}"),
-            CodecError::UnexpectedTag(t) => write!(f, "Unexpected type tag \"{}\"", *t as char),
-            CodecError::Truncated => write!(f, "Attempt to access memory outside buffer bounds"),
-            CodecError::TooDeep => write!(f, "Field table nested more than {MAX_TABLE_DEPTH} deep"),
-            CodecError::TooDeepToEncode => {
-                write!(f, "Field table nested more than {MAX_TABLE_DEPTH} deep (or containing itself); not sent")
-            }
-            CodecError::UnknownMethod => write!(f, "Unknown class/method ID"),
-            CodecError::UnknownProperties => write!(f, "Unknown class/properties ID"),
-            CodecError::TableTooLarge => {
-                write!(f, "Encoded field table (headers or arguments) exceeds {MAX_TABLE_BYTES} bytes")
-            }
-            CodecError::FrameTooLarge { size, max } => write!(
-                f,
-                "Encoded frame of {size} bytes exceeds the frame max {max} (headers or arguments too large); nothing was sent"
-            ),
-            CodecError::NoRoomForBody(max) => {
-                write!(f, "Cannot send content: frameMax {max} leaves no room for a body frame")
-            }
-            CodecError::Source(message) => f.write_str(message),
+            CodecError::WrongType { field, expected } => Report { id: ErrorId::WrongType, params: vec![Text(field), Text(expected)] },
+            CodecError::Missing(field) => Report { id: ErrorId::Missing, params: vec![Text(field)] },
+            CodecError::OutOfRange { min, max, got } => Report::numbers(ErrorId::OutOfRange, &[*min, *max, *got]),
+            CodecError::OutOfRange64 { signed, got } => Report::numbers(ErrorId::OutOfRange64, &[f64::from(u8::from(*signed)), *got]),
+            CodecError::NotAnInteger(n) => Report::numbers(ErrorId::NotAnInteger, &[*n]),
+            CodecError::UnknownEncodeType(t) => Report { id: ErrorId::UnknownEncodeType, params: vec![Text(t)] },
+            CodecError::BadDecimal(json) => Report { id: ErrorId::BadDecimal, params: vec![Text(json)] },
+            CodecError::UnexpectedTag(t) => Report::numbers(ErrorId::UnexpectedTag, &[f64::from(*t)]),
+            CodecError::Truncated => Report::of(ErrorId::Truncated),
+            CodecError::TooDeep => Report::numbers(ErrorId::TooDeep, &[MAX_TABLE_DEPTH as f64]),
+            CodecError::TooDeepToEncode => Report::numbers(ErrorId::TooDeepToEncode, &[MAX_TABLE_DEPTH as f64]),
+            CodecError::UnknownMethod => Report::of(ErrorId::UnknownMethod),
+            CodecError::UnknownProperties => Report::of(ErrorId::UnknownProperties),
+            CodecError::TableTooLarge => Report::numbers(ErrorId::TableTooLarge, &[MAX_TABLE_BYTES as f64]),
+            CodecError::FrameTooLarge { size, max } => Report::numbers(ErrorId::FrameTooLarge, &[*size as f64, *max as f64]),
+            CodecError::NoRoomForBody(max) => Report::numbers(ErrorId::NoRoomForBody, &[*max as f64]),
+            CodecError::Source(message) => Report { id: ErrorId::Source, params: vec![Text(message)] },
         }
     }
 }
 
 pub type Result<T> = std::result::Result<T, CodecError>;
-
-/// A number as Node prints it in a range error: integers beyond 2^32 with `_` separators.
-fn js_number(n: f64) -> String {
-    if n.is_nan() {
-        return "NaN".into();
-    }
-    if n.is_infinite() {
-        return if n > 0.0 { "Infinity".into() } else { "-Infinity".into() };
-    }
-    let text = if n.fract() == 0.0 { format!("{n:.0}") } else { n.to_string() };
-    if n.fract() != 0.0 || n.abs() <= 4294967296.0 {
-        return text;
-    }
-    let (sign, digits) = text.split_at(if n < 0.0 { 1 } else { 0 });
-    let mut grouped = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            grouped.push('_');
-        }
-        grouped.push(c);
-    }
-    format!("{sign}{grouped}")
-}
 
 /// What kind of value a [`Value`] holds, as JS's `typeof`, refined for null, arrays and Buffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -197,6 +145,9 @@ pub trait Value: Sized {
     /// Property names are the protocol's own (static), so sources may cache their keys.
     fn get(&self, key: &'static str) -> Result<Self>;
     fn has_own(&self, key: &'static str) -> Result<bool>;
+    /// The value as `JSON.stringify` writes it ("undefined" where it writes nothing), for
+    /// the errors that show it as amqplib's do.
+    fn json(&self) -> Result<String>;
 }
 
 // ---------------------------------------------------------------- primitive writers
@@ -449,11 +400,11 @@ fn encode_tagged<V: Value>(out: &mut Vec<u8>, tag: u8, value: &V) -> Result<()> 
 
 fn encode_decimal<V: Value>(out: &mut Vec<u8>, value: &V) -> Result<()> {
     if value.kind()? != Kind::Object || !value.has_own("places")? || !value.has_own("digits")? {
-        return Err(CodecError::BadDecimal);
+        return Err(CodecError::BadDecimal(value.json()?));
     }
     let places = value.get("places")?.number()?;
     if !(0.0..256.0).contains(&places) {
-        return Err(CodecError::BadDecimal);
+        return Err(CodecError::BadDecimal(value.json()?));
     }
     out.push(places as u8);
     put_u32(out, check_range(value.get("digits")?.number()?, 0.0, 4294967295.0)? as u32);
@@ -887,30 +838,48 @@ mod tests {
     }
 
     #[test]
-    fn wrong_types_get_amqplibs_messages() {
+    fn wrong_types_report_the_field_and_what_it_must_be() {
         let fields = TestValue::object(&[("exchange", TestValue::Num(1.0))]);
         let mut out = Vec::new();
         let err = encode_args(&mut out, &crate::spec::BASIC_PUBLISH, &fields).unwrap_err();
-        assert_eq!(err.to_string(), "Field 'exchange' is the wrong type; must be a string (up to 255 chars)");
-        assert_eq!(err.kind(), ErrorKind::Type);
+        let expected = Report { id: ErrorId::WrongType, params: vec![Param::Text("exchange"), Param::Text("a string (up to 255 chars)")] };
+        assert_eq!(err.report(), expected);
         let err = encode_args(&mut out, &crate::spec::BASIC_DELIVER, &TestValue::object(&[])).unwrap_err();
-        assert_eq!(err.to_string(), "Missing value for mandatory field 'consumerTag'");
+        assert_eq!(err.report(), Report { id: ErrorId::Missing, params: vec![Param::Text("consumerTag")] });
         let long = TestValue::object(&[("exchange", TestValue::Str("x".repeat(256)))]);
         assert!(encode_args(&mut out, &crate::spec::BASIC_PUBLISH, &long).is_err());
     }
 
+    /// Every error reports parameters of the kinds its id has (JS reads them by those).
     #[test]
-    fn range_errors_read_as_nodes_own() {
-        let e = CodecError::OutOfRange { min: 0.0, max: 4294967295.0, got: 5e9 };
-        assert_eq!(e.to_string(), "The value of \"value\" is out of range. It must be >= 0 and <= 4294967295. Received 5_000_000_000");
-        let e = CodecError::OutOfRange64 { signed: false, got: -1.0 };
-        assert_eq!(e.to_string(), "The value of \"value\" is out of range. It must be >= 0n and < 2n ** 64n. Received -1n");
-        let e = CodecError::OutOfRange64 { signed: true, got: 18446744073709551616.0 };
-        assert_eq!(
-            e.to_string(),
-            "The value of \"value\" is out of range. It must be >= -(2n ** 63n) and < 2n ** 63n. Received 18_446_744_073_709_551_616n"
-        );
-        assert_eq!(CodecError::NotAnInteger(1.5).to_string(), "The number 1.5 cannot be converted to a BigInt because it is not an integer");
+    fn each_report_has_the_parameters_its_id_declares() {
+        use crate::boundary::ParamKind;
+        let errors = [
+            CodecError::WrongType { field: "f".into(), expected: "e" },
+            CodecError::Missing("f".into()),
+            CodecError::OutOfRange { min: 0.0, max: 255.0, got: 300.0 },
+            CodecError::OutOfRange64 { signed: true, got: 2f64.powi(64) },
+            CodecError::NotAnInteger(1.5),
+            CodecError::UnknownEncodeType("symbol".into()),
+            CodecError::BadDecimal("{}".into()),
+            CodecError::UnexpectedTag(b'Z'),
+            CodecError::Truncated,
+            CodecError::TooDeep,
+            CodecError::TooDeepToEncode,
+            CodecError::UnknownMethod,
+            CodecError::UnknownProperties,
+            CodecError::TableTooLarge,
+            CodecError::FrameTooLarge { size: 5000, max: 4096 },
+            CodecError::NoRoomForBody(8),
+            CodecError::Source("thrown".into()),
+        ];
+        for error in &errors {
+            let report = error.report();
+            let kinds: Vec<ParamKind> = report.params.iter().map(|p| if matches!(p, Param::Text(_)) { ParamKind::Text } else { ParamKind::Number }).collect();
+            assert_eq!(kinds, report.id.params(), "{error:?}");
+        }
+        assert_eq!(CodecError::OutOfRange64 { signed: true, got: -1.0 }.report(), Report::numbers(ErrorId::OutOfRange64, &[1.0, -1.0]));
+        assert_eq!(CodecError::TooDeep.report(), Report::numbers(ErrorId::TooDeep, &[MAX_TABLE_DEPTH as f64]));
     }
 
     #[test]
@@ -938,7 +907,6 @@ mod tests {
         }
         let mut out = Vec::new();
         assert_eq!(encode_table(&mut out, &nested), Err(CodecError::TooDeepToEncode));
-        assert_eq!(CodecError::TooDeepToEncode.kind(), ErrorKind::Range);
         let mut array = TestValue::Array(vec![]);
         for _ in 0..MAX_TABLE_DEPTH - 2 {
             array = TestValue::Array(vec![array]);

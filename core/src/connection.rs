@@ -1293,7 +1293,7 @@ mod tests {
         let big = TestValue::object(&[("x-big", TestValue::Str("x".repeat(5000)))]);
         let declare = TestValue::object(&[("queue", TestValue::Str("q".into())), ("arguments", big.clone())]);
         let e = client.send_frames(&method_frame(1, spec::QUEUE_DECLARE.id, &declare).unwrap()).unwrap_err();
-        assert!(matches!(e, CodecError::FrameTooLarge { max: 4096, .. }), "{e}");
+        assert!(matches!(e, CodecError::FrameTooLarge { max: 4096, .. }), "{e:?}");
         let head = content_head(1, spec::BASIC_PUBLISH.id, &TestValue::object(&[]), &TestValue::object(&[("headers", big)]), 1).unwrap();
         let e = client.send_content(1, &head, b"x");
         assert!(matches!(e, Err(CodecError::FrameTooLarge { .. })));

@@ -3,7 +3,8 @@
 //! of the core's read buffer ([`EventSource::read_buffer`]), valid until its next receive: method arguments and properties are decoded only by whoever takes the event (the
 //! bindings' serializer, `tape.rs`), once, straight into what JS is handed.
 
-use crate::codec::CodecError;
+use crate::boundary::ErrorId;
+use crate::codec::{CodecError, Param, Report};
 use crate::content::Violation;
 use crate::frame::FrameError;
 use crate::spec::FRAME_ERROR;
@@ -63,14 +64,13 @@ impl From<CodecError> for ProtocolError {
     }
 }
 
-/// The message JS reports, as amqplib words it; the codec's errors keep the words they have
-/// when thrown by the codec exports (`CodecError`'s Display), so they are worded once.
-impl std::fmt::Display for ProtocolError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl ProtocolError {
+    /// What JS words the error from (lib/core_errors.js), as amqplib words it.
+    pub fn report(&self) -> Report<'_> {
         match self {
-            ProtocolError::Framing(e) => e.fmt(f),
-            ProtocolError::UnknownFrameType(kind) => write!(f, "Unknown frame type {kind}"),
-            ProtocolError::Decoding(e) => e.fmt(f),
+            ProtocolError::Framing(e) => e.report(),
+            ProtocolError::UnknownFrameType(kind) => Report { id: ErrorId::UnknownFrameType, params: vec![Param::Number(f64::from(*kind))] },
+            ProtocolError::Decoding(e) => e.report(),
         }
     }
 }
@@ -101,17 +101,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_connection_error_carries_its_code_and_words_its_parameters_as_amqplib() {
+    fn each_connection_error_carries_its_code_and_reports_its_parameters() {
+        let number = Param::Number;
         let cases = [
-            (ProtocolError::UnknownFrameType(9), "Unknown frame type 9"),
-            (ProtocolError::Framing(FrameError::BadFrameEnd), "Invalid frame"),
-            (ProtocolError::Framing(FrameError::TooLarge { size: 65536, max: 16384 }), "Frame size 65536 exceeds maxFrameSize 16384"),
-            (ProtocolError::Decoding(CodecError::UnknownMethod), "Unknown class/method ID"),
-            (ProtocolError::Decoding(CodecError::Truncated), "Attempt to access memory outside buffer bounds"),
+            (ProtocolError::UnknownFrameType(9), ErrorId::UnknownFrameType, vec![number(9.0)]),
+            (ProtocolError::Framing(FrameError::BadFrameEnd), ErrorId::BadFrameEnd, vec![]),
+            (ProtocolError::Framing(FrameError::TooLarge { size: 65536, max: 16384 }), ErrorId::FrameSize, vec![number(65536.0), number(16384.0)]),
+            (ProtocolError::Decoding(CodecError::UnknownMethod), ErrorId::UnknownMethod, vec![]),
+            (ProtocolError::Decoding(CodecError::Truncated), ErrorId::Truncated, vec![]),
         ];
-        for (error, text) in cases {
+        for (error, id, params) in cases {
             assert_eq!(error.code(), FRAME_ERROR as u16, "{error:?}");
-            assert_eq!(error.to_string(), text);
+            assert_eq!(error.report(), Report { id, params });
         }
     }
 }

@@ -8,6 +8,7 @@
 //! +------+---------+-------------+  +------------+  +-----------+
 //! ```
 
+use crate::boundary::ErrorId;
 use crate::codec::{self, Value};
 use crate::spec::{FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD};
 use crate::spec_types::{MethodSpec, PropertiesSpec};
@@ -34,12 +35,12 @@ pub enum FrameError {
     TooLarge { size: usize, max: usize },
 }
 
-impl std::fmt::Display for FrameError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl FrameError {
+    pub fn report(&self) -> codec::Report<'static> {
         match self {
-            FrameError::BadFrameEnd => f.write_str("Invalid frame"),
+            FrameError::BadFrameEnd => codec::Report { id: ErrorId::BadFrameEnd, params: Vec::new() },
             FrameError::TooLarge { size, max } => {
-                write!(f, "Frame size {size} exceeds maxFrameSize {max}")
+                codec::Report { id: ErrorId::FrameSize, params: vec![codec::Param::Number(*size as f64), codec::Param::Number(*max as f64)] }
             }
         }
     }

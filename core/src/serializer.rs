@@ -4,7 +4,7 @@
 //! interned-string table (`strings.rs`).
 
 use crate::boundary::*;
-use crate::codec::{Decoder, Reader};
+use crate::codec::{Decoder, Param, Reader};
 use crate::content::Violation;
 use crate::event::{Content, Event, EventSource, ProtocolError};
 use crate::spec;
@@ -150,11 +150,21 @@ fn channel_error(tape: &mut Tape, channel: u16, violation: Violation) -> usize {
     at
 }
 
-/// Starts the event of a connection error: its code and its message.
+/// Starts the event of a connection error: its code, which error and its parameters (JS
+/// words the message from them, lib/core_errors.js): a number as it is, a text as an object.
 fn error_event(tape: &mut Tape, error: ProtocolError) -> usize {
-    let text = tape.object(Obj::Text(error.to_string()));
+    let report = error.report();
+    let mut params = [0.0; ERROR_PARAMS];
+    for (slot, param) in params.iter_mut().zip(&report.params) {
+        *slot = match *param {
+            Param::Number(n) => n,
+            Param::Text(text) => tape.object(Obj::Text(text.to_owned())),
+        };
+    }
     let at = tape.begin_event(TapeEvent::ConnectionError, 0, error.code() as u32);
-    debug_assert_eq!(tape.len(), at + CONNECTION_ERROR_TEXT);
-    tape.push(text);
+    debug_assert_eq!(tape.len(), at + CONNECTION_ERROR_ERROR);
+    debug_assert_eq!(CONNECTION_ERROR_PARAMS, CONNECTION_ERROR_ERROR + 1);
+    tape.push(report.id as u8 as f64);
+    tape.extend(&params);
     at
 }

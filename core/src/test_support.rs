@@ -94,6 +94,11 @@ impl Value for TestValue {
     fn has_own(&self, key: &'static str) -> Result<bool> {
         Ok(self.entries()?.iter().any(|(k, _)| k == key))
     }
+
+    /// Not JSON: the tests only need a text that tells values apart.
+    fn json(&self) -> Result<String> {
+        Ok(format!("{self:?}"))
+    }
 }
 
 /// Reads tape slots back into values, as lib/tape.js does, to check round trips.

@@ -1,37 +1,44 @@
 //! Errors crossing into JS. There is one conversion, [`JsError`], and one way to throw it
-//! ([`throw`]): a codec error keeps the kind amqplib raises for it (TypeError, RangeError
-//! or Error, with `code` where Node's writers set one), a failed Node-API call or a caught
-//! panic is a plain Error, and an exception a getter already threw goes on unchanged.
+//! ([`throw`]): an error the core reports is worded by JS (lib/core_errors.js's `coreError`,
+//! handed over at load through `setErrorWords`), with the class and code amqplib's has; a
+//! failed Node-API call or a caught panic is a plain Error; an exception a getter already
+//! threw goes on unchanged.
 
-use crate::codec::{CodecError, ErrorKind};
+use super::instance;
+use crate::boundary::ERROR_PARAMS;
+use crate::codec::{CodecError, Param};
+use napi::bindgen_prelude::{Either, Env, FnArgs};
 use napi::sys;
-use std::ffi::CString;
 use std::ptr;
 
 /// An error to throw in JS.
 #[derive(Debug)]
-pub(super) struct JsError {
-    kind: ErrorKind,
-    message: String,
-    code: Option<&'static str>,
+pub(super) enum JsError {
+    /// An error the core reports: JS words it.
+    Core(CodecError),
+    /// A failure of the bindings themselves: its message.
+    Plain(String),
 }
 
 impl JsError {
     pub(super) fn plain(message: impl Into<String>) -> Self {
-        JsError { kind: ErrorKind::Plain, message: message.into(), code: None }
+        JsError::Plain(message.into())
     }
 }
 
 impl From<CodecError> for JsError {
     fn from(e: CodecError) -> Self {
-        JsError { kind: e.kind(), message: e.to_string(), code: e.code() }
+        JsError::Core(e)
     }
 }
 
 /// A failed Node-API call in the middle of an encoding (see `instance::key`).
 impl From<JsError> for CodecError {
     fn from(e: JsError) -> Self {
-        CodecError::Source(e.message)
+        match e {
+            JsError::Core(e) => e,
+            JsError::Plain(message) => CodecError::Source(message),
+        }
     }
 }
 
@@ -50,26 +57,51 @@ pub(super) fn napi_ok(status: sys::napi_status) -> Result<(), JsError> {
     }
 }
 
+/// A parameter of a core error, as the words function takes it.
+pub(super) type WordsParam = Either<f64, String>;
+/// The words function's arguments: the error's id and its parameters (0 where it has fewer).
+pub(super) type WordsArgs = FnArgs<(u32, WordsParam, WordsParam, WordsParam)>;
+const _: () = assert!(ERROR_PARAMS == 3, "WordsArgs has a place for each parameter");
+
 /// Throws `e` in `env`, unless a JS exception is already pending (a throwing getter), which
-/// then propagates as it is.
+/// then propagates as it is. Any JS it runs (the words function, a setter of `code` on
+/// Object.prototype) runs with no borrow held: every caller throws once its work is over.
 pub(super) fn throw(env: sys::napi_env, e: &JsError) {
+    if exception_pending(env) {
+        return;
+    }
+    let env = Env::from_raw(env);
+    let failed = match e {
+        JsError::Core(error) => throw_worded(&env, error).err(),
+        JsError::Plain(message) => Some(message.clone()),
+    };
+    // Unworded (no words function, or it threw): the words function's own exception goes on,
+    // else a plain Error says which error it was.
+    if let Some(message) = failed.filter(|_| !exception_pending(env.raw())) {
+        let _ = env.throw_error(&message.replace('\0', " "), None);
+    }
+}
+
+/// Throws the Error lib/core_errors.js makes of `error`'s report; else says what it was.
+fn throw_worded(env: &Env, error: &CodecError) -> Result<(), String> {
+    let report = error.report();
+    let unworded = || format!("amqplib-rs: {report:?}");
+    let mut params = report.params.iter().map(|param| match *param {
+        Param::Number(n) => Either::A(n),
+        Param::Text(text) => Either::B(text.to_owned()),
+    });
+    let mut next = || params.next().unwrap_or(Either::A(0.0));
+    let args = FnArgs::from((report.id as u32, next(), next(), next()));
+    let words = instance::error_words(env).map_err(|_| unworded())?;
+    let worded = words.call(args).map_err(|_| unworded())?;
+    env.throw(worded).map_err(|_| unworded())
+}
+
+fn exception_pending(env: sys::napi_env) -> bool {
     let mut pending = false;
     // SAFETY: env is the live env of the current call (all callers are entry points).
     unsafe { sys::napi_is_exception_pending(env, &mut pending) };
-    if pending {
-        return;
-    }
-    let message = CString::new(e.message.replace('\0', " ")).unwrap_or_default();
-    let code = e.code.map(|code| CString::new(code).expect("codes have no NUL"));
-    let code = code.as_ref().map_or(ptr::null(), |code| code.as_ptr());
-    // SAFETY: as above; message and code are NUL-terminated (or null) and outlive the call.
-    unsafe {
-        match e.kind {
-            ErrorKind::Type => sys::napi_throw_type_error(env, code, message.as_ptr()),
-            ErrorKind::Range => sys::napi_throw_range_error(env, code, message.as_ptr()),
-            ErrorKind::Plain => sys::napi_throw_error(env, code, message.as_ptr()),
-        };
-    }
+    pending
 }
 
 /// For napi-rs entry points: throws `e` and returns the error that tells napi-rs an
@@ -77,7 +109,7 @@ pub(super) fn throw(env: sys::napi_env, e: &JsError) {
 pub(super) fn thrown(env: sys::napi_env, e: impl Into<JsError>) -> napi::Error {
     let e = e.into();
     throw(env, &e);
-    napi::Error::new(napi::Status::PendingException, e.message)
+    napi::Error::new(napi::Status::PendingException, format!("{e:?}"))
 }
 
 /// Runs a plain Node-API entry point's body: an Err is thrown, and a panic likewise (as a

@@ -7,6 +7,7 @@ use crate::codec::{CodecError, Kind, Value};
 #[cfg(feature = "codec-exports")]
 use napi::bindgen_prelude::{Env, Unknown};
 use napi::bindgen_prelude::{JsObjectValue, JsValue, Object, ValueType};
+use napi::sys;
 use std::marker::PhantomData;
 
 /// A JS value of the current call. It borrows the call (`'call`): reading it may run JS
@@ -176,6 +177,28 @@ impl<'call> Value for JsVal<'call> {
 
     fn get(&self, key: &'static str) -> crate::codec::Result<Self> {
         self.property(self.key(key)?)
+    }
+
+    fn json(&self) -> crate::codec::Result<String> {
+        let json = JsVal::new(self.env, self.env.global()?).property(self.key("JSON")?)?;
+        let stringify = json.property(self.key("stringify")?)?;
+        let mut out = std::ptr::null_mut();
+        // SAFETY: the env and the three handles are the call's, live for `'call`; `argv` is one
+        // live handle; `out` a live local, a handle of this call once the call succeeds (only
+        // then is `written` used). A throw (a BigInt, a cycle) stays pending and goes on, as
+        // amqplib's would (`errors::throw`).
+        let (status, written) = unsafe {
+            let status = sys::napi_call_function(self.env.raw(), json.value.raw(), stringify.value.raw(), 1, &self.value.raw(), &mut out);
+            (status, napi::bindgen_prelude::Unknown::from_raw_unchecked(self.env.raw(), out))
+        };
+        if status != sys::Status::napi_ok {
+            return Err(CodecError::Source(format!("JSON.stringify failed with status {status}")));
+        }
+        let written = self.sibling(&written);
+        if written.kind()? != Kind::String {
+            return Ok("undefined".into());
+        }
+        self.string_of(&written)
     }
 
     fn has_own(&self, key: &'static str) -> crate::codec::Result<bool> {

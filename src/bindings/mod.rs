@@ -84,3 +84,10 @@ pub fn register_hot_entry_points(exports: Object, env: Env) -> Result<()> {
     let js_env = env::JsEnv::of(&env);
     instance::install(js_env).and_then(|()| hot::register(js_env, env::Js::of(&exports))).map_err(|e| errors::thrown(env.raw(), e))
 }
+
+/// Takes the function that words the core's errors (lib/core_errors.js's `coreError`), for this
+/// env: lib/native.js gives it as the addon loads.
+#[napi(js_name = "setErrorWords", catch_unwind)]
+pub fn set_error_words(env: Env, words: Function<'_, errors::WordsArgs, Unknown<'static>>) -> Result<()> {
+    instance::set_error_words(&env, words).map_err(|e| errors::thrown(env.raw(), e))
+}
