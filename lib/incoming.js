@@ -199,17 +199,26 @@ class Incoming {
         return { channel, content: reader.content(t, i) };
       case EVENT_HEARTBEAT:
         return HEARTBEAT;
-      case EVENT_CONNECTION_ERROR: {
-        const error = t[i + CONNECTION_ERROR_ERROR];
-        const params = ERROR_PARAM_KINDS[error].map((kind, n) => (kind === 'text' ? reader.obj(t[i + CONNECTION_ERROR_PARAMS + n]) : t[i + CONNECTION_ERROR_PARAMS + n]));
-        const err = /** @type {Error & { code?: number }} */ (new Error(coreErrorMessage(error, params)));
-        err.code = id;
-        return err;
-      }
+      case EVENT_CONNECTION_ERROR:
+        return connectionError(reader, t, i, id);
       default:
         throw new Error(`amqplib-rs: unknown event kind ${t[i + EVENT_KIND]} on the tape`);
     }
   }
+}
+
+// The stream can no longer be trusted: the core's error at slot `i`, worded with its
+// parameters, with `code` its reply code. A function of its own: a closure in the event
+// switch would cost every event a context allocation.
+function connectionError(reader, t, i, code) {
+  const error = t[i + CONNECTION_ERROR_ERROR];
+  const params = ERROR_PARAM_KINDS[error].map((kind, n) => {
+    const slot = t[i + CONNECTION_ERROR_PARAMS + n];
+    return kind === 'text' ? reader.obj(slot) : slot;
+  });
+  const err = /** @type {Error & { code?: number }} */ (new Error(coreErrorMessage(error, params)));
+  err.code = code;
+  return err;
 }
 
 // A channel error the core found (a content rule broken, core/src/content.rs): not a frame, so
