@@ -72,12 +72,13 @@ pub(super) fn throw(env: sys::napi_env, e: &JsError) {
     }
     let env = Env::from_raw(env);
     let failed = match e {
-        JsError::Core(error) => throw_worded(&env, error).err(),
+        // Callers throw after their own guard against panics: this one has its own.
+        JsError::Core(error) => std::panic::catch_unwind(|| throw_worded(&env, error)).unwrap_or_else(|panic| Err(panic_message(panic.as_ref()))).err(),
         JsError::Plain(message) => Some(message.clone()),
     };
-    // Unworded (no words function, or it threw): the words function's own exception goes on,
-    // else a plain Error says which error it was.
-    if let Some(message) = failed.filter(|_| !exception_pending(env.raw())) {
+    // Unworded (no words function, or it threw, which napi-rs's call catches): a plain Error
+    // says which error it was.
+    if let Some(message) = failed {
         let _ = env.throw_error(&message.replace('\0', " "), None);
     }
 }
