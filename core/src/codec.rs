@@ -65,11 +65,11 @@ pub struct Report<'a> {
 }
 
 impl Report<'_> {
-    fn of(id: ErrorId) -> Self {
+    pub(crate) fn of(id: ErrorId) -> Self {
         Report { id, params: Vec::new() }
     }
 
-    fn numbers(id: ErrorId, numbers: &[f64]) -> Self {
+    pub(crate) fn numbers(id: ErrorId, numbers: &[f64]) -> Self {
         Report { id, params: numbers.iter().map(|&n| Param::Number(n)).collect() }
     }
 }

@@ -4,7 +4,7 @@
 //! bindings' serializer, `tape.rs`), once, straight into what JS is handed.
 
 use crate::boundary::ErrorId;
-use crate::codec::{CodecError, Param, Report};
+use crate::codec::{CodecError, Report};
 use crate::content::Violation;
 use crate::frame::FrameError;
 use crate::spec::FRAME_ERROR;
@@ -69,7 +69,7 @@ impl ProtocolError {
     pub fn report(&self) -> Report<'_> {
         match self {
             ProtocolError::Framing(e) => e.report(),
-            ProtocolError::UnknownFrameType(kind) => Report { id: ErrorId::UnknownFrameType, params: vec![Param::Number(f64::from(*kind))] },
+            ProtocolError::UnknownFrameType(kind) => Report::numbers(ErrorId::UnknownFrameType, &[f64::from(*kind)]),
             ProtocolError::Decoding(e) => e.report(),
         }
     }
@@ -99,6 +99,7 @@ impl Content {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::Param;
 
     #[test]
     fn each_connection_error_carries_its_code_and_reports_its_parameters() {

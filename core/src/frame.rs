@@ -38,10 +38,8 @@ pub enum FrameError {
 impl FrameError {
     pub fn report(&self) -> codec::Report<'static> {
         match self {
-            FrameError::BadFrameEnd => codec::Report { id: ErrorId::BadFrameEnd, params: Vec::new() },
-            FrameError::TooLarge { size, max } => {
-                codec::Report { id: ErrorId::FrameSize, params: vec![codec::Param::Number(*size as f64), codec::Param::Number(*max as f64)] }
-            }
+            FrameError::BadFrameEnd => codec::Report::of(ErrorId::BadFrameEnd),
+            FrameError::TooLarge { size, max } => codec::Report::numbers(ErrorId::FrameSize, &[*size as f64, *max as f64]),
         }
     }
 }
