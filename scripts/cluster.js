@@ -7,9 +7,13 @@
 //   const cluster = require('./scripts/cluster'); await cluster.start(); ... cluster.kill(1)
 //
 // Each node has its own config, ports and state under one directory (AMQPLIB_RS_CLUSTER_DIR,
-// default $TMPDIR/amqplib-rs-cluster), so a broker already running on 5672 and its files are
-// never touched. As root, the nodes and the CLI run as the user rabbitmq: its home holds the
-// Erlang cookie they must share. A cold start wipes the old state, boots rs1, then rs2 and rs3
+// default $TMPDIR/amqplib-rs-cluster-<user>: one per user, so that what a run as root left, owned
+// by rabbitmq, is no obstacle to a user's run, nor the other way), so a broker already running on
+// 5672 and its files are never touched. As root, the nodes and the CLI run as the user rabbitmq:
+// its home holds the Erlang cookie they must share. Any other user runs them as itself, with the
+// cookie of its own home (Erlang makes one at the first node's boot): no root and no sudo needed.
+// Debian's scripts are run behind its wrappers (/usr/sbin/rabbitmq*), which refuse anyone but
+// root and rabbitmq. A cold start wipes the old state, boots rs1, then rs2 and rs3
 // together; those join rs1 by themselves (classic_config peer discovery), which is faster than
 // stop_app/join_cluster/start_app. Processes are only ever stopped by the pid their node wrote.
 // The module logs its steps with NODE_DEBUG=amqplib-rs-cluster; the script always does.
@@ -21,7 +25,7 @@ const os = require('node:os');
 const path = require('node:path');
 const util = require('node:util');
 
-const DIR = process.env.AMQPLIB_RS_CLUSTER_DIR || path.join(os.tmpdir(), 'amqplib-rs-cluster');
+const DIR = process.env.AMQPLIB_RS_CLUSTER_DIR || path.join(os.tmpdir(), `amqplib-rs-cluster-${os.userInfo().username}`);
 // Short names on `localhost` work here: Debian's own broker runs as rabbit@localhost.
 const NODES = [1, 2, 3].map((n) => ({
   name: `rs${n}@localhost`,
@@ -29,10 +33,13 @@ const NODES = [1, 2, 3].map((n) => ({
   url: `amqp://guest:guest@127.0.0.1:${5680 + n}`,
 }));
 
-// Debian's rabbitmq-server on PATH is a wrapper that, run as rabbitmq, sends the output to
-// /var/log/rabbitmq/startup_log, a file of the system broker's: run the script behind it.
-const DEBIAN_SERVER = '/usr/lib/rabbitmq/bin/rabbitmq-server';
-const SERVER = fs.existsSync(DEBIAN_SERVER) ? DEBIAN_SERVER : 'rabbitmq-server';
+// Debian's rabbitmq-server and rabbitmqctl on PATH are one wrapper that refuses users other than
+// root and rabbitmq and, run as rabbitmq, sends the server's output to
+// /var/log/rabbitmq/startup_log, a file of the system broker's: run the scripts behind it.
+const DEBIAN_BIN = '/usr/lib/rabbitmq/bin';
+const debian = (name) => (fs.existsSync(path.join(DEBIAN_BIN, name)) ? path.join(DEBIAN_BIN, name) : name);
+const SERVER = debian('rabbitmq-server');
+const CTL = debian('rabbitmqctl');
 const BOOT_TIMEOUT = 90_000;
 const CTL_TIMEOUT = 60_000;
 const STOP_TIMEOUT = 15_000;
@@ -46,7 +53,7 @@ const pidFile = (i) => path.join(nodeDir(i), 'pid');
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 let account;
-// Who runs the nodes and the CLI: rabbitmq when we are root, whose home has the cookie.
+// Who runs the nodes and the CLI: rabbitmq when we are root, whose home has the cookie; else we.
 function user() {
   if (account) return account;
   if (process.getuid() !== 0) return (account = { home: os.homedir() });
@@ -68,9 +75,10 @@ function childEnv(i) {
 // Runs a command as the nodes' user; resolves with its stdout, rejects with its exit and stderr.
 function run(command, args, { env, timeout = CTL_TIMEOUT }) {
   const line = [command, ...args].join(' ');
-  const { uid, gid } = user();
+  const { uid, gid, home } = user();
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { uid, gid, env, timeout, killSignal: 'SIGKILL', stdio: ['ignore', 'pipe', 'pipe'] });
+    // In the user's home, as Debian's wrapper runs its CLI: rabbitmq may not read our cwd.
+    const child = spawn(command, args, { uid, gid, cwd: home, env, timeout, killSignal: 'SIGKILL', stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk) => (stdout += chunk));
@@ -84,7 +92,7 @@ function run(command, args, { env, timeout = CTL_TIMEOUT }) {
   });
 }
 
-const ctl = (i, args, timeout) => run('rabbitmqctl', ['-n', NODES[i].name, ...args], { env: childEnv(i), timeout });
+const ctl = (i, args, timeout) => run(CTL, ['-n', NODES[i].name, ...args], { env: childEnv(i), timeout });
 
 const accepts = (port) => answers('127.0.0.1', port);
 
