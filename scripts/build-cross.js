@@ -9,12 +9,16 @@
 // zig links Linux arm64, both musl and both macOS targets (`napi build -x`, cargo-zigbuild);
 // mingw links x86_64-pc-windows-gnu, the Windows target a Linux machine can link (the
 // published one is msvc, built on Windows by release.yml). What is missing is installed and
-// said: rust-std by rustup, ziglang and cargo-zigbuild by pip, mingw-w64 by apt.
+// said: rust-std by rustup; ziglang and cargo-zigbuild by pip into target/venv, a virtual
+// environment whose bin goes first on PATH for the builds (a Debian or Ubuntu Python refuses a
+// plain pip install); by apt (through sudo -n when not root), mingw-w64, and for the checks
+// binutils (readelf, objdump), file and llvm (llvm-objdump and llvm-nm, or Debian's llvm-objdump-NN).
 
-const { spawnSync, execFileSync } = require('node:child_process');
+const { execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const { root, run, installRustTargets } = require('./toolchain');
+const system = require('./system');
 
 const out = path.join(root, 'target', 'cross');
 // The oldest glibc the Linux gnu builds must run on (the README says so).
@@ -41,19 +45,28 @@ function output(command, args) {
   return execFileSync(command, args, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
 }
 
-function has(command) {
-  return spawnSync('sh', ['-c', `command -v ${command}`]).status === 0;
-}
+const { has } = system;
 
+// What linking `targets` needs. zig and cargo-zigbuild are always the venv's (it goes first on
+// PATH), whatever else the machine has.
 function installTools(targets = TARGETS) {
   installRustTargets(targets.map((t) => t.target));
-  if (targets.some((t) => t.zig) && !has('cargo-zigbuild')) {
-    console.log('Installing zig and cargo-zigbuild (pip)');
-    run('pip', ['install', '-q', 'ziglang', 'cargo-zigbuild']);
-  }
-  if (targets.some((t) => t.format === 'pe') && !has('x86_64-w64-mingw32-gcc')) {
-    console.log('Installing mingw-w64 (apt)');
-    run('apt-get', ['install', '-y', '-q', 'mingw-w64']);
+  if (targets.some((t) => t.zig)) system.pipInstall(['ziglang', 'cargo-zigbuild'], 'cargo-zigbuild');
+  if (targets.some((t) => t.format === 'pe') && !has('x86_64-w64-mingw32-gcc')) system.aptInstall(['mingw-w64']);
+}
+
+// The tools the checks read the files with, installed when missing; LLVM's by whatever name
+// they have here (Debian's llvm package may give llvm-objdump-14 and no llvm-objdump).
+const tool = {};
+function installCheckTools() {
+  const packages = [];
+  if (!has('file')) packages.push('file');
+  if (!has('readelf') || !has('objdump')) packages.push('binutils');
+  if (!system.versioned('llvm-objdump') || !system.versioned('llvm-nm')) packages.push('llvm');
+  system.aptInstall(packages);
+  for (const name of ['llvm-objdump', 'llvm-nm']) {
+    tool[name] = system.versioned(name);
+    if (!tool[name]) throw new Error(`no ${name} (nor ${name}-NN) after installing llvm`);
   }
 }
 
@@ -118,12 +131,12 @@ function checkElf(file, { target, arch }, facts) {
 
 function checkMachO(file, { arch, minos }, facts) {
   const problems = [];
-  const dylibs = output('llvm-objdump', ['--macho', '--dylibs-used', file]).split('\n').slice(2).map((l) => l.trim().split(' ')[0]).filter(Boolean);
+  const dylibs = output(tool['llvm-objdump'], ['--macho', '--dylibs-used', file]).split('\n').slice(2).map((l) => l.trim().split(' ')[0]).filter(Boolean);
   facts.libraries = dylibs.join(' ');
   for (const dylib of dylibs) if (dylib !== '/usr/lib/libSystem.B.dylib') problems.push(`needs ${dylib}`);
-  const napiBound = output('llvm-nm', ['-u', file]).split('\n').filter((l) => /_napi_/.test(l));
+  const napiBound = output(tool['llvm-nm'], ['-u', file]).split('\n').filter((l) => /_napi_/.test(l));
   if (napiBound.length > 0) problems.push(`binds ${napiBound.length} napi symbols at link time`);
-  const headers = output('llvm-objdump', ['--macho', '--private-headers', file]);
+  const headers = output(tool['llvm-objdump'], ['--macho', '--private-headers', file]);
   const stamped = /LC_BUILD_VERSION[\s\S]*?minos ([\d.]+)/.exec(headers)?.[1] ?? /LC_VERSION_MIN_MACOSX[\s\S]*?version ([\d.]+)/.exec(headers)?.[1];
   facts.minos = stamped;
   if (stamped !== minos) problems.push(`minimum macOS ${stamped}, not ${minos}`);
@@ -133,7 +146,7 @@ function checkMachO(file, { arch, minos }, facts) {
 
 function checkPe(file, { arch }, facts) {
   const problems = [];
-  const dlls = [...output('llvm-objdump', ['-p', file]).matchAll(/DLL Name: (\S+)/g)].map((m) => m[1]);
+  const dlls = [...output(tool['llvm-objdump'], ['-p', file]).matchAll(/DLL Name: (\S+)/g)].map((m) => m[1]);
   facts.libraries = [...new Set(dlls.map((d) => d.toLowerCase()))].join(' ');
   for (const dll of dlls) if (!WINDOWS_DLL.test(dll)) problems.push(`imports ${dll}`);
   const kind = output('file', [file]);
@@ -145,6 +158,7 @@ const CHECKS = { elf: checkElf, macho: checkMachO, pe: checkPe };
 
 function main() {
   installTools();
+  installCheckTools();
   fs.rmSync(out, { recursive: true, force: true });
   const libnode = libnodeStub();
   const rows = [];
@@ -163,4 +177,4 @@ function main() {
 
 if (require.main === module) main();
 
-module.exports = { TARGETS, installTools, libnodeStub, build, addonOf, has };
+module.exports = { TARGETS, installTools, installCheckTools, libnodeStub, build, addonOf, has };

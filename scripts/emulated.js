@@ -13,14 +13,17 @@
 //   Debian's Wine 8 reserving V8's memory. Wine 8's bcryptprimitives.dll lacks ProcessPrng,
 //   where Rust's std gets its random bytes; a stand-in built here with mingw serves it.
 //
-// What is missing is installed and said: Debian packages by apt, rust-std by rustup, zig by pip.
-// Everything is kept under target/emulated/<platform>/.
+// What is missing is installed and said: Debian packages by apt, rust-std by rustup, zig by pip
+// into target/venv (scripts/build-cross.js). What needs root (apt, mounting and writing
+// binfmt_misc) runs through sudo -n when we are not root (scripts/system.js). Everything else is
+// kept under target/emulated/<platform>/.
 
 const { spawnSync, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const { root, run } = require('./toolchain');
 const cross = require('./build-cross');
+const system = require('./system');
 
 const JS_TESTS = ['--test', '--test-timeout=60000', '__test__/**/*.test.js'];
 
@@ -60,22 +63,19 @@ function wine() {
   throw new Error('no wine64 found after installing wine64');
 }
 
-function installPackages(packages) {
-  const missing = packages.filter((p) => spawnSync('dpkg-query', ['-W', '-f=${Status}', p], { encoding: 'utf8' }).stdout !== 'install ok installed');
-  if (missing.length === 0) return;
-  console.log(`Installing ${missing.join(', ')} (apt)`);
-  run('apt-get', ['update', '-q']);
-  run('apt-get', ['install', '-y', '-q', ...missing]);
-}
-
 // The kernel starts arm64 programs through qemu once binfmt_misc knows it. Without systemd
-// (a container) nothing registers qemu-user-binfmt's entry: it is mounted and written here.
+// (a container) nothing registers qemu-user-binfmt's entry: it is mounted and written here, as
+// root (sudo -n when we are not). The entry is read from the package's file, written by no one here.
 function registerBinfmt() {
   const dir = '/proc/sys/fs/binfmt_misc';
-  if (!fs.existsSync(path.join(dir, 'register'))) run('mount', ['-t', 'binfmt_misc', 'binfmt_misc', dir]);
+  if (!fs.existsSync(path.join(dir, 'register'))) system.runAsRoot('mount', ['-t', 'binfmt_misc', 'binfmt_misc', dir]);
   if (fs.existsSync(path.join(dir, 'qemu-aarch64'))) return;
-  console.log('Registering qemu-aarch64 with binfmt_misc (/usr/lib/binfmt.d/qemu-aarch64.conf)');
-  fs.writeFileSync(path.join(dir, 'register'), fs.readFileSync('/usr/lib/binfmt.d/qemu-aarch64.conf', 'utf8').trim());
+  const conf = '/usr/lib/binfmt.d/qemu-aarch64.conf';
+  if (!fs.existsSync(conf)) throw new Error(`${conf} is missing: is qemu-user-binfmt installed?`);
+  console.log(`Registering qemu-aarch64 with binfmt_misc (${conf})`);
+  const entry = fs.readFileSync(conf, 'utf8').trim();
+  // One write of the whole line, as the kernel wants it; sh's redirection does that as root.
+  system.runAsRoot('sh', ['-c', `printf '%s' "$0" > ${dir}/register`, entry]);
 }
 
 // A Wine prefix of our own, and the stand-in bcryptprimitives.dll beside the addon (Node loads
@@ -139,7 +139,7 @@ function main() {
   }
   const dir = path.join(root, 'target', 'emulated', name);
   fs.mkdirSync(dir, { recursive: true });
-  installPackages(platform.apt);
+  system.aptInstall(platform.apt);
   const addon = buildAddon(dir, platform.target);
   const node = fetchNode(dir, platform.node);
   const env = { ...platform.env(dir), AMQPLIB_RS_ADDON: platform.hostPath(addon) };
