@@ -6,7 +6,8 @@
 // undefined behaviour. The core has no system calls and no Node-API, so Miri runs all of it;
 // the addon crate (the native socket, the bindings) only runs inside Node, where the ASan run
 // covers it. Needs a nightly toolchain: the miri and rust-src components are added to it when
-// missing (rustup); with no nightly at all, it says so and skips.
+// missing (rustup); with no nightly at all, it says so and skips, except under CI (the CI
+// variable set), where a skip would hide that Miri never ran: there it fails.
 
 const { spawnSync } = require('node:child_process');
 const path = require('node:path');
@@ -16,7 +17,12 @@ const has = (args) => spawnSync(args[0], args.slice(1), { cwd: root, encoding: '
 
 if (!has(['cargo', '+nightly', 'miri', '--version'])) {
   if (!has(['rustc', '+nightly', '--version'])) {
-    console.log('Miri skipped: no nightly toolchain here (rustup toolchain install nightly --component miri rust-src).');
+    const install = 'rustup toolchain install nightly --component miri rust-src';
+    if (/^(1|true|yes)$/i.test(process.env.CI || '')) {
+      console.error(`Miri cannot run: no nightly toolchain here, and CI is set, so this is a failure, not a skip (${install}).`);
+      process.exit(1);
+    }
+    console.log(`Miri skipped: no nightly toolchain here (${install}).`);
     process.exit(0);
   }
   console.log('Adding miri and rust-src to the nightly toolchain (rustup)');

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 'use strict';
-// `npm run test:asan` (and a step of `npm test`): the Rust tests, then our JS tests and
+// `npm run test:asan` (and the last step of `npm run test:full`, not of `npm test`): the Rust tests, then our JS tests and
 // amqplib's own suite against a build of the addon with AddressSanitizer, so that every memory
 // access of the native code (the codec, the Node-API and libuv calls, the socket) is checked
 // while the real broker, hostile servers, faults and the original's fake sockets drive it.
