@@ -252,6 +252,11 @@ impl Wake {
                     self.stage = Stage::Replying;
                     return Some(Step::Emit(SocketEvent::Data));
                 }
+                // Nothing for JS, but perhaps an answer of the core's own: it leaves now too.
+                if core.has_output() {
+                    self.stage = Stage::Replying;
+                    return None;
+                }
                 self.after_read(driver);
                 None
             }

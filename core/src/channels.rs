@@ -141,8 +141,7 @@ impl Channels {
     /// A method frame without content read on `channel` (not 0).
     pub fn received(&mut self, channel: u16, id: u32, args: &[u8]) -> Received {
         if id == spec::CHANNEL_OPEN_OK.id {
-            self.opened(channel);
-            return Received::HandOn;
+            return self.opened(channel);
         }
         let Some(record) = self.records.get_mut(&channel) else { return Received::HandOn };
         match (record.lifecycle, id) {
@@ -167,10 +166,15 @@ impl Channels {
 
     /// The open-ok of `channel` read: the content rules apply from here, and nothing of it is
     /// unsettled. A channel the peer opens unasked (amqplib's tests playing the server do) gets a
-    /// bare record.
-    fn opened(&mut self, channel: u16) {
+    /// bare record. A channel we closed before its open-ok stays closing, and the open-ok is
+    /// dropped: the close-ok to come ends the channel, and the open's reply hears of that end.
+    fn opened(&mut self, channel: u16) -> Received {
         let record = self.records.entry(channel).or_insert_with(|| Channel::new(0, Lifecycle::Open));
+        if record.is_closing() {
+            return Received::Drop;
+        }
         *record = Channel::new(record.generation, Lifecycle::Open);
+        Received::HandOn
     }
 
     /// The record of `channel` while its frames go through the content rules.
@@ -231,6 +235,17 @@ mod tests {
         assert_eq!(second.number(), 1);
         assert_eq!(channels.may_send(second, QOS), Ok(1));
         assert_eq!(channels.may_send(first, QOS), Err(Refusal::ChannelClosed), "the old handle");
+    }
+
+    #[test]
+    fn an_open_ok_after_our_close_is_dropped_and_the_close_ok_still_ends_the_channel() {
+        let mut channels = Channels::default();
+        let handle = channels.open(4);
+        channels.sent(4, CLOSE, &[]);
+        assert_eq!(channels.received(4, spec::CHANNEL_OPEN_OK.id, &[]), Received::Drop);
+        assert_eq!(channels.may_send(handle, QOS), Err(Refusal::ChannelClosing), "still closing");
+        assert_eq!(channels.received(4, CLOSE_OK, &[]), Received::CloseConfirmed);
+        assert_eq!(channels.may_send(handle, QOS), Err(Refusal::ChannelClosed));
     }
 
     #[test]

@@ -547,6 +547,12 @@ impl Connection {
         !self.events.is_empty()
     }
 
+    /// Whether bytes wait to be written: what JS sent, or what the core answered by itself (the
+    /// close-ok of a close crossing ours).
+    pub fn has_output(&self) -> bool {
+        !self.out.is_empty()
+    }
+
 
     // ------------------------------------------------------------ outgoing
 
