@@ -231,6 +231,31 @@ for (const [name, amqp] of LIBRARIES) {
       await afterFailedRpc();
     });
 
+    it('an array longer than any frame is read no further than a table may be', async () => {
+      // Holes read as undefined, which no table holds: a TypeError at the first.
+      assert.throws(() => ch.publish('', queue, Buffer.from('x'), { headers: { a: new Array(2 ** 32 - 1) } }), {
+        name: 'TypeError',
+        message: 'Unknown type to encode: undefined',
+      });
+      // 20,000 items of 1 KiB, then a length of 2 ** 32 - 1: the table is too large long
+      // before the item that counts its reads.
+      const long = [];
+      long.length = 2 ** 32 - 1;
+      const item = 'x'.repeat(1024);
+      for (let i = 0; i < 20_000; i++) long[i] = item;
+      let readsPast = 0;
+      Object.defineProperty(long, 19_999, { get: () => (readsPast++, item) });
+      assert.throws(() => ch.publish('', queue, Buffer.from('x'), { headers: { long } }), RangeError);
+      assert.strictEqual(readsPast, 0);
+      if (name === 'amqplib-rs') {
+        // amqplib maps the whole list to strings first, and so never returns.
+        const cc = [];
+        cc.length = 2 ** 32 - 1;
+        assert.throws(() => ch.publish('', queue, Buffer.from('x'), { CC: cc }), RangeError);
+      }
+      await stillUsable();
+    });
+
     it('odd table values are encoded as amqplib encodes them', async () => {
       const headers = {
         u8: Uint8Array.of(1, 2), // not a Buffer: a table of its indices

@@ -16,6 +16,8 @@
 //    entry without having to walk prototype chains. Entries whose value is
 //    `undefined` are dropped by the encoder, as amqplib's encoder does.
 
+const { MAX_TABLE_BYTES } = require('./boundary');
+
 const NO_OPTIONS = Object.freeze({});
 
 // Shared empty table for publishes without headers. The encoder only reads
@@ -196,12 +198,19 @@ function unbindExchange(dest, source, pattern, argt) {
 
 // --- Publishing (hot path) ---
 
+// Each name in a CC or BCC list takes 5 bytes at least on the wire (its tag
+// and length): a list longer than this cannot fit in a table.
+const MOST_ROUTING_NAMES = Math.floor(MAX_TABLE_BYTES / 5) + 1;
+
 // RabbitMQ's sender-selected distribution: CC and BCC headers are arrays
-// of strings. A single value is accepted as a one-element list.
+// of strings. A single value is accepted as a one-element list. A list is
+// read only as far as it could fit (an array's length may be 2 ** 32 - 1
+// with nothing in it): the encoder refuses one longer as a table too large.
 function routingList(value) {
   if (Array.isArray(value)) {
-    const list = new Array(value.length);
-    for (let i = 0; i < value.length; i++) list[i] = String(value[i]);
+    const length = Math.min(value.length, MOST_ROUTING_NAMES);
+    const list = new Array(length);
+    for (let i = 0; i < length; i++) list[i] = String(value[i]);
     return list;
   }
   return [String(value)];

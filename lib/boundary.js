@@ -147,6 +147,8 @@ const ERROR_PARAMS = 3;
 const ERROR_PARAM_KINDS = [["text","text"],["text"],["number","number","number"],["number","number"],["number"],["text"],["text"],["number"],[],["number"],["number"],[],[],["number"],["number","number"],["number"],["text"],[],["number","number"],["number"]];
 // Bytes a connection takes in before the event loop gets a turn (timers, other sockets).
 const READ_BUDGET = 2097152;
+// The most bytes a field table encodes to: no frame sent is larger, and no walk of a user's table or array reads past it.
+const MAX_TABLE_BYTES = 16777216;
 
 module.exports = {
   EVENT_CONNECTION_ERROR,
@@ -221,4 +223,5 @@ module.exports = {
   ERROR_PARAMS,
   ERROR_PARAM_KINDS,
   READ_BUDGET,
+  MAX_TABLE_BYTES,
 };

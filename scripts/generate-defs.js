@@ -314,6 +314,10 @@ const REFUSALS = [
 // How many bytes a connection takes in before it lets the event loop have a turn: the native
 // socket's driver (src/driver.rs) and any other stream (lib/incoming.js) keep to the same.
 const READ_BUDGET = [2 * 1024 * 1024, 'Bytes a connection takes in before the event loop gets a turn (timers, other sockets).'];
+// The most bytes a field table encodes to (the largest frame sent, 16 MiB): the encoder
+// (core/src/codec.rs) stops reading a user's table or array there, and lib/api_args.js copies
+// no more of a CC or BCC list than could fit.
+const MAX_TABLE_BYTES = [16 * 1024 * 1024, 'The most bytes a field table encodes to: no frame sent is larger, and no walk of a user\'s table or array reads past it.'];
 
 const upper = (s) => s.toUpperCase();
 // [[constant name, slot, doc]] of every slot position.
@@ -336,6 +340,7 @@ function rustBoundary() {
   out.push(`/// Slots every event starts with.`, `pub const EVENT_HEAD_SLOTS: usize = ${EVENT_HEAD.length};`);
   for (const [name, slot, doc] of slotPositions()) out.push(`/// ${doc}`, `pub const ${name}: usize = ${slot};`);
   out.push(`/// ${READ_BUDGET[1]}`, `pub const READ_BUDGET: usize = ${READ_BUDGET[0]};`);
+  out.push(`/// ${MAX_TABLE_BYTES[1]}`, `pub const MAX_TABLE_BYTES: usize = ${MAX_TABLE_BYTES[0]};`);
   out.push('', '/// The content rules a channel error reports (`content.rs`).', '#[repr(u8)]', '#[derive(Clone, Copy, Debug, PartialEq, Eq)]', 'pub enum ViolationKind {');
   for (const [name, code, doc] of VIOLATIONS) out.push(`    /// ${doc}`, `    ${pascal(name.replace(/_/g, '-'))} = ${code},`);
   out.push('}', '', 'impl ViolationKind {', '    /// Every kind, in the order of their numbers.');
@@ -374,6 +379,7 @@ function jsBoundary() {
   define('ERROR_PARAMS', ERROR_PARAMS, 'The most parameters an error has.');
   define('ERROR_PARAM_KINDS', JSON.stringify(ERRORS.map(([, , , params]) => params)), "Each error's parameters, by id: 'number' or 'text'.");
   define('READ_BUDGET', READ_BUDGET[0], READ_BUDGET[1]);
+  define('MAX_TABLE_BYTES', MAX_TABLE_BYTES[0], MAX_TABLE_BYTES[1]);
   out.push('', `module.exports = {\n${names.map((n) => `  ${n},`).join('\n')}\n};`, '');
   return out.join('\n');
 }

@@ -82,6 +82,8 @@ pub const CHANNEL_ERROR_METHOD: usize = 5;
 pub const CHANNEL_ERROR_BODY_SIZE: usize = 6;
 /// Bytes a connection takes in before the event loop gets a turn (timers, other sockets).
 pub const READ_BUDGET: usize = 2097152;
+/// The most bytes a field table encodes to: no frame sent is larger, and no walk of a user's table or array reads past it.
+pub const MAX_TABLE_BYTES: usize = 16777216;
 
 /// The content rules a channel error reports (`content.rs`).
 #[repr(u8)]

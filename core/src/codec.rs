@@ -14,10 +14,11 @@ use crate::tape::{Obj, Tape};
 
 /// Tables nested deeper than this are refused rather than decoded (recursion is bounded).
 pub const MAX_TABLE_DEPTH: usize = 64;
-/// A field table encodes to at most this many bytes: no frame we send is larger, and a table
-/// that shares its parts (`t = {a: t0, b: t0}`, over and over) is refused before its size
-/// doubles on without end.
-pub const MAX_TABLE_BYTES: usize = 16 * 1024 * 1024;
+/// A field table encodes to at most this many bytes (generated, as JS copies CC lists within
+/// it too): no frame we send is larger, a table that shares its parts (`t = {a: t0, b: t0}`,
+/// over and over) is refused before its size doubles on without end, and an array's walk
+/// stops there, however long the array says it is.
+pub use crate::boundary::MAX_TABLE_BYTES;
 /// String values in tables up to this many bytes go through the string table.
 const MAX_INTERNED_VALUE: usize = 32;
 
@@ -139,9 +140,16 @@ pub trait Value: Sized {
     }
     /// Appends the bytes of a Buffer value to `out`.
     fn append_bytes(&self, out: &mut Vec<u8>) -> Result<()>;
-    fn items(&self) -> Result<Vec<Self>>;
-    /// Enumerable string-keyed properties, in `for...in` order.
-    fn entries(&self) -> Result<Vec<(String, Self)>>;
+    /// An array's `length`: what a user's array says, not what it holds (`new Array(2 ** 32 - 1)`
+    /// holds nothing), so the encoder reads its items one by one, within the table's budget.
+    fn len(&self) -> Result<u32>;
+    /// An array's item at `index` (a hole is undefined).
+    fn item(&self, index: u32) -> Result<Self>;
+    /// The names of the enumerable string-keyed properties, in `for...in` order, as an array
+    /// (read with `len` and `item`); their values are read one by one with `entry`.
+    fn keys(&self) -> Result<Self>;
+    /// The name `key` (one of `keys`) as a string, and the property under it (getters run).
+    fn entry(&self, key: &Self) -> Result<(String, Self)>;
     /// Property names are the protocol's own (static), so sources may cache their keys.
     fn get(&self, key: &'static str) -> Result<Self>;
     fn has_own(&self, key: &'static str) -> Result<bool>;
@@ -286,7 +294,9 @@ fn encode_table_at<V: Value>(out: &mut Vec<u8>, table: &V, depth: usize) -> Resu
     let depth = enter(depth)?;
     let start = begin_length(out);
     if table.kind()? != Kind::Null {
-        for (key, value) in table.entries()? {
+        let keys = table.keys()?;
+        for index in 0..keys.len()? {
+            let (key, value) = table.entry(&keys.item(index)?)?;
             if value.kind()? == Kind::Undefined {
                 continue;
             }
@@ -314,8 +324,9 @@ fn check_table_size(out: &[u8], start: usize) -> Result<()> {
 fn encode_array<V: Value>(out: &mut Vec<u8>, array: &V, depth: usize) -> Result<()> {
     let depth = enter(depth)?;
     let start = begin_length(out);
-    for item in array.items()? {
-        encode_field_value(out, &item, depth)?;
+    // Every item takes a byte at least: the budget ends the walk of a long array early.
+    for index in 0..array.len()? {
+        encode_field_value(out, &array.item(index)?, depth)?;
         check_table_size(out, start)?;
     }
     end_length(out, start);

@@ -21,6 +21,13 @@ impl TestValue {
     pub fn object(entries: &[(&str, TestValue)]) -> Self {
         TestValue::Object(entries.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
     }
+
+    fn entries(&self) -> &[(String, TestValue)] {
+        match self {
+            TestValue::Object(entries) => entries,
+            _ => &[],
+        }
+    }
 }
 
 impl Value for TestValue {
@@ -68,31 +75,36 @@ impl Value for TestValue {
         Ok(())
     }
 
-    fn items(&self) -> Result<Vec<Self>> {
+    fn len(&self) -> Result<u32> {
         match self {
-            TestValue::Array(items) => Ok(items.clone()),
-            _ => Ok(Vec::new()),
+            TestValue::Array(items) => Ok(items.len() as u32),
+            _ => Ok(0),
         }
     }
 
-    fn entries(&self) -> Result<Vec<(String, Self)>> {
+    fn item(&self, index: u32) -> Result<Self> {
         match self {
-            TestValue::Object(entries) => Ok(entries.clone()),
-            _ => Ok(Vec::new()),
+            TestValue::Array(items) => Ok(items.get(index as usize).cloned().unwrap_or(TestValue::Undefined)),
+            _ => Ok(TestValue::Undefined),
         }
+    }
+
+    fn keys(&self) -> Result<Self> {
+        Ok(TestValue::Array(self.entries().iter().map(|(k, _)| TestValue::Str(k.clone())).collect()))
+    }
+
+    fn entry(&self, key: &Self) -> Result<(String, Self)> {
+        let TestValue::Str(key) = key else { return Ok((String::new(), TestValue::Undefined)) };
+        let value = self.entries().iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+        Ok((key.clone(), value.unwrap_or(TestValue::Undefined)))
     }
 
     fn get(&self, key: &'static str) -> Result<Self> {
-        Ok(self
-            .entries()?
-            .into_iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v)
-            .unwrap_or(TestValue::Undefined))
+        Ok(self.entries().iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()).unwrap_or(TestValue::Undefined))
     }
 
     fn has_own(&self, key: &'static str) -> Result<bool> {
-        Ok(self.entries()?.iter().any(|(k, _)| k == key))
+        Ok(self.entries().iter().any(|(k, _)| k == key))
     }
 
     /// Not JSON: the tests only need a text that tells values apart.

@@ -159,20 +159,21 @@ impl<'call> Value for JsVal<'call> {
         Ok(())
     }
 
-    fn items(&self) -> crate::codec::Result<Vec<Self>> {
-        let array = self.object();
-        let len = read(array.get_array_length_unchecked())?;
-        (0..len)
-            .map(|i| {
-                let item: napi::bindgen_prelude::Unknown<'call> = read(array.get_element(i))?;
-                Ok(self.sibling(&item))
-            })
-            .collect()
+    fn len(&self) -> crate::codec::Result<u32> {
+        read(self.object().get_array_length_unchecked())
     }
 
-    fn entries(&self) -> crate::codec::Result<Vec<(String, Self)>> {
-        let keys = self.sibling(&read(self.object().get_property_names())?);
-        keys.items()?.into_iter().map(|key| Ok((self.string_of(&key)?, self.property(key.value)?))).collect()
+    fn item(&self, index: u32) -> crate::codec::Result<Self> {
+        let item: napi::bindgen_prelude::Unknown<'call> = read(self.object().get_element(index))?;
+        Ok(self.sibling(&item))
+    }
+
+    fn keys(&self) -> crate::codec::Result<Self> {
+        Ok(self.sibling(&read(self.object().get_property_names())?))
+    }
+
+    fn entry(&self, key: &Self) -> crate::codec::Result<(String, Self)> {
+        Ok((self.string_of(key)?, self.property(key.value)?))
     }
 
     fn get(&self, key: &'static str) -> crate::codec::Result<Self> {
