@@ -170,6 +170,36 @@ describe('amqplib:publish and amqplib:deliver', () => {
     });
   }
 
+  it('a subscriber changes nothing of what is published: inherited options and headers go out as untraced', async () => {
+    const model = await ours.connect(AMQP_URL);
+    const ch = await model.createChannel();
+    const { queue } = await ch.assertQueue(uniqueName('diagnostics-inherited'), { exclusive: true });
+    const inheritedOptions = () => {
+      const options = Object.create({ persistent: true, messageId: 'inherited-id', headers: Object.create({ from: 'prototype' }) });
+      options.contentType = 'text/plain';
+      return options;
+    };
+    const receiveOne = async () => {
+      for (;;) {
+        const message = await ch.get(queue, { noAck: true });
+        if (message) return message.properties;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    };
+    ch.sendToQueue(queue, Buffer.from('untraced'), inheritedOptions());
+    const untraced = await receiveOne();
+    watch('amqplib:publish');
+    const options = inheritedOptions();
+    ch.sendToQueue(queue, Buffer.from('traced'), options);
+    const traced = await receiveOne();
+    assert.deepStrictEqual(traced, untraced);
+    assert.strictEqual(traced.deliveryMode, 2, 'still persistent');
+    assert.strictEqual(traced.messageId, 'inherited-id');
+    assert.deepStrictEqual(traced.headers, { from: 'prototype' });
+    assert.deepStrictEqual(Object.keys(options), ['contentType'], "the caller's options are left as they were");
+    await model.close();
+  });
+
   it('a consumer callback that throws: its error is the trace\'s, then the channel closes as amqplib\'s does', async () => {
     const model = await ours.connect(AMQP_URL);
     const ch = await model.createChannel();

@@ -10,7 +10,8 @@
 //   vhost, node (protocol://host:port/vhost) and nodeIndex; on success frameMax, channelMax,
 //   heartbeat and result (the connection); on failure error.
 // - amqplib:publish  each publish and sendToQueue: destination (the exchange), routingKey,
-//   properties (a copy: a subscriber may add headers in `start`, and they are sent),
+//   properties (the caller's options as the prototype of an object of its own, and so its
+//   headers: a subscriber may add headers in `start`, and they are sent),
 //   messageId, conversationId, bodySize, channel (its number), confirm; on a confirm channel
 //   asyncStart/asyncEnd when the server acks or nacks (error: the nack or the close).
 // - amqplib:deliver  around each consumer callback: queue, consumerTag, destination,
@@ -66,10 +67,15 @@ function serverOf(connection) {
   return { system: SYSTEM, serverAddress: connection.serverAddress, serverPort: connection.serverPort };
 }
 
-// The properties a traced publish sends: a copy of the caller's options, with headers of its
-// own, so that what a subscriber adds goes out without touching the caller's objects.
+// The properties a traced publish sends: objects of its own whose prototypes are the caller's
+// options and headers, so that everything the caller's objects give, inherited or own, is read
+// as an untraced publish reads it, and what a subscriber sets lands on the copies alone. Being
+// observed never changes a message. Headers that are no object are left for the encoder to
+// refuse, as it does untraced.
 function publishContext(channel, exchange, routingKey, content, options, confirm) {
-  const properties = { ...options, headers: { ...options?.headers } };
+  const properties = Object.create(isObject(options) ? options : null);
+  const headers = isObject(options) ? options.headers : undefined;
+  properties.headers = isObject(headers) ? Object.create(headers) : headers == null ? {} : headers;
   return {
     ...serverOf(channel.connection),
     destination: exchange,
@@ -81,6 +87,10 @@ function publishContext(channel, exchange, routingKey, content, options, confirm
     channel: channel.ch,
     confirm,
   };
+}
+
+function isObject(value) {
+  return (typeof value === 'object' && value !== null) || typeof value === 'function';
 }
 
 function deliverContext(channel, queue, message) {
