@@ -4,9 +4,18 @@
 // message's headers (W3C trace context), and a consumer span per delivery, its child.
 //
 //   const { trace } = require('@opentelemetry/api');
-//   const stop = require('./examples/otel-spans').instrument(trace.getTracer('app'));
+//   const { instrument, StoreContextManager } = require('./examples/otel-spans');
+//   const contextManager = new StoreContextManager();
+//   provider.register({ contextManager }); // a NodeTracerProvider, say
+//   const stop = instrument(trace.getTracer('app'), contextManager);
+//
+// With the context manager given, a consumer callback runs with its span active, so that the
+// spans it makes are that span's children. Without one, the spans are made all the same, but
+// the callback runs in whatever context the socket's read had (as with amqplib, whose
+// callbacks, RPC and confirm callbacks too, keep no caller's context of their own).
 
 const dc = require('node:diagnostics_channel');
+const { AsyncLocalStorage } = require('node:async_hooks');
 const api = require('@opentelemetry/api');
 
 // Attribute names of OpenTelemetry's messaging conventions.
@@ -26,8 +35,48 @@ function attributes(ctx, operation) {
 
 const SPAN = Symbol('span');
 
-// Subscribes; returns a function that unsubscribes.
-function instrument(tracer) {
+// OpenTelemetry's context kept in a store the tracing channels can enter (a tracing channel
+// runs its traced function inside the stores bound to its start: that is how a consumer
+// callback gets its span as the active context).
+class StoreContextManager {
+  constructor() {
+    this.store = new AsyncLocalStorage();
+  }
+
+  active() {
+    return this.store.getStore() ?? api.ROOT_CONTEXT;
+  }
+
+  with(context, fn, thisArg, ...args) {
+    return this.store.run(context, () => fn.apply(thisArg, args));
+  }
+
+  bind(context, target) {
+    if (typeof target !== 'function') return target;
+    const manager = this;
+    return function bound(...args) {
+      return manager.with(context, target, this, ...args);
+    };
+  }
+
+  enable() {
+    return this;
+  }
+
+  disable() {
+    this.store.disable();
+    return this;
+  }
+}
+
+// Subscribes; returns a function that unsubscribes. `contextManager` (a StoreContextManager,
+// registered as OpenTelemetry's) makes each consumer callback run inside its span.
+function instrument(tracer, contextManager) {
+  const processSpan = (ctx) => {
+    const parent = api.propagation.extract(api.ROOT_CONTEXT, ctx.message.properties.headers || {});
+    ctx[SPAN] = tracer.startSpan(`process ${ctx.queue}`, { kind: api.SpanKind.CONSUMER, attributes: attributes(ctx, 'process') }, parent);
+    return api.trace.setSpan(parent, ctx[SPAN]);
+  };
   const publish = {
     start(ctx) {
       const span = tracer.startSpan(`publish ${ctx.destination || '<default>'}`, { kind: api.SpanKind.PRODUCER, attributes: attributes(ctx, 'send') });
@@ -36,7 +85,8 @@ function instrument(tracer) {
       api.propagation.inject(api.trace.setSpan(api.context.active(), span), ctx.properties.headers);
     },
     end(ctx) {
-      if (!ctx.confirm) ctx[SPAN].end(); // a confirm channel's ends with the server's answer
+      // A confirm channel's ends with the server's answer, unless the publish threw.
+      if (!ctx.confirm || 'error' in ctx) ctx[SPAN].end();
     },
     error(ctx) {
       ctx[SPAN].setStatus({ code: api.SpanStatusCode.ERROR, message: ctx.error.message });
@@ -45,10 +95,12 @@ function instrument(tracer) {
       ctx[SPAN].end();
     },
   };
+  // With a store, the span is made as the store is entered (before start's subscribers run).
+  const deliverStart = dc.tracingChannel('amqplib:deliver').start;
+  if (contextManager) deliverStart.bindStore(contextManager.store, processSpan);
   const deliver = {
     start(ctx) {
-      const parent = api.propagation.extract(api.ROOT_CONTEXT, ctx.message.properties.headers || {});
-      ctx[SPAN] = tracer.startSpan(`process ${ctx.queue}`, { kind: api.SpanKind.CONSUMER, attributes: attributes(ctx, 'process') }, parent);
+      if (!contextManager) processSpan(ctx);
     },
     error(ctx) {
       ctx[SPAN].setStatus({ code: api.SpanStatusCode.ERROR, message: ctx.error.message });
@@ -62,7 +114,8 @@ function instrument(tracer) {
   return () => {
     dc.tracingChannel('amqplib:publish').unsubscribe(publish);
     dc.tracingChannel('amqplib:deliver').unsubscribe(deliver);
+    if (contextManager) deliverStart.unbindStore(contextManager.store);
   };
 }
 
-module.exports = { instrument };
+module.exports = { instrument, StoreContextManager };

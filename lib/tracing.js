@@ -4,8 +4,10 @@
 // a tool written for amqplib subscribes to ours. Nothing is built unless someone subscribes:
 // each call site asks `hasSubscribers` first.
 //
-// Tracing channels (start, end, asyncStart, asyncEnd, error; the async context of the caller
-// kept through to the callbacks):
+// Tracing channels (start, end, asyncStart, asyncEnd, error). Callbacks run where what settles
+// them is read (an RPC's reply, a confirm, a delivery), as amqplib's do: not in the caller's
+// async context, unless a subscriber binds a store to start or asyncStart, which Node then
+// enters around them:
 // - amqplib:connect  each connection attempt (recovery's too): serverAddress, serverPort,
 //   vhost, node (protocol://host:port/vhost) and nodeIndex; on success frameMax, channelMax,
 //   heartbeat and result (the connection); on failure error.
@@ -51,7 +53,7 @@ const channelError = dc.channel('amqplib:channel:error');
 
 // Runs `start(callback)`, traced on `channel` with `context`: start and end around it, then
 // asyncStart and asyncEnd around `callback(err, result)` (error first, if there is one), in
-// the async context of the caller. Returns what `start` returns.
+// the stores bound to asyncStart. Returns what `start` returns.
 function traceCallback(channel, context, start, callback) {
   return channel.traceCallback(start, 0, context, undefined, callback);
 }
