@@ -5,7 +5,7 @@
 const { connect: openConnection } = require('./lib/connect');
 const { CallbackModel } = require('./lib/callback_model');
 const recovery = require('./lib/recovery');
-const { nodesOf } = require('./lib/nodes');
+const { nodesOf, withHandshakeTimeout } = require('./lib/nodes');
 const credentials = require('./lib/credentials');
 const { IllegalOperationError } = require('./lib/error');
 const { processCounters } = require('./lib/counters');
@@ -42,9 +42,10 @@ function connect(url, socketOptions, cb) {
 
   const { connectionOptions, recovery: recoveryOptions } = recovery.splitConnectionOptions(options);
   if (recovery.recoveryEnabled(recoveryOptions)) {
+    const nodeOptions = withHandshakeTimeout(connectionOptions);
     const openModel = (node, index) =>
       new Promise((resolve, reject) => {
-        openCallbackModel(node, connectionOptions, (err, model) => (err ? reject(err) : resolve(model)), index);
+        openCallbackModel(node, nodeOptions, (err, model) => (err ? reject(err) : resolve(model)), index);
       });
     return recovery.connectWithRecoveryCallback(openModel, recoveryOptions, callback, nodesOf(target));
   }

@@ -5,7 +5,7 @@
 const { connect: openConnection } = require('./lib/connect');
 const { ChannelModel } = require('./lib/channel_model');
 const recovery = require('./lib/recovery');
-const { nodesOf } = require('./lib/nodes');
+const { nodesOf, withHandshakeTimeout } = require('./lib/nodes');
 const credentials = require('./lib/credentials');
 const { IllegalOperationError } = require('./lib/error');
 const { processCounters } = require('./lib/counters');
@@ -39,7 +39,8 @@ function connect(url, socketOptions) {
     } catch (err) {
       return Promise.reject(err);
     }
-    return recovery.connectWithRecoveryPromise((node, index) => openChannelModel(node, connectionOptions, index), recoveryOptions, nodes);
+    const nodeOptions = withHandshakeTimeout(connectionOptions);
+    return recovery.connectWithRecoveryPromise((node, index) => openChannelModel(node, nodeOptions, index), recoveryOptions, nodes);
   }
   return openChannelModel(url, connectionOptions);
 }

@@ -149,6 +149,11 @@ describe('a list of nodes, without recovery', () => {
     await assert.rejects(amqp.connect([]), { name: 'TypeError', message: 'Expected at least one URL in the list of nodes' });
     await assert.rejects(amqp.connect(['amqp://localhost', 5]), { name: 'TypeError', message: 'Expected a URL string or object for node 1; got number' });
     await assert.rejects(amqp.connect([null], { recovery: true }), { name: 'TypeError' });
+    // A sparse array: its holes are no URLs either (forEach would skip them).
+    await assert.rejects(amqp.connect(new Array(2)), { name: 'TypeError', message: 'Expected a URL string or object for node 0; got undefined' });
+    await assert.rejects(amqp.connect(['amqp://localhost', , 'amqp://localhost']), { name: 'TypeError', message: 'Expected a URL string or object for node 1; got undefined' });
+    await assert.rejects(amqp.connect(new Array(2 ** 32 - 1), { recovery: true }), { name: 'TypeError' });
+    assert.throws(() => amqpCallback.connect(new Array(2), () => {}), { name: 'TypeError' });
     assert.throws(() => amqpCallback.connect([], () => {}), { name: 'TypeError' });
   });
 
@@ -190,7 +195,7 @@ describe('a list of nodes, with recovery', () => {
         assert.ok(Date.now() - stopped < 500, `${Date.now() - stopped} ms to the next node`);
         assert.strictEqual(nodes[i + 1].peers.length, 1);
       }
-      assert.deepStrictEqual(log, ['disconnect 320', 'connect 1', 'disconnect 320', 'connect 2']);
+      assert.deepStrictEqual(log, ['disconnect 320', 'reconnect-scheduled 1', 'connect 1', 'disconnect 320', 'reconnect-scheduled 1', 'connect 2']);
     } finally {
       await model.close();
       await nodes[2].stop();
@@ -289,6 +294,39 @@ describe('a list of nodes, with recovery', () => {
       await model.close();
       await closing.stop();
       await good.stop();
+    }
+  });
+
+  it('maxRetries means the same for a list as for one URL: the rounds after a disconnect, 0 giving up at once', async () => {
+    for (const count of [1, 2]) {
+      const nodes = [];
+      for (let i = 0; i < count; i++) nodes.push(await node());
+      const model = await amqp.connect(count === 1 ? nodes[0].url : nodes.map((n) => n.url), { recovery: { initialDelay: 1, maxRetries: 0 } });
+      const log = recordEvents(model);
+      const gaveUp = new Promise((resolve) => model.once('reconnect-failed', resolve));
+      await new Promise((resolve) => setTimeout(resolve, 20)); // past initialDelay
+      await nodes[0].stop();
+      await gaveUp;
+      assert.deepStrictEqual(log, ['disconnect 320', 'reconnect-failed'], `${count} node(s)`);
+      if (count === 2) assert.strictEqual(nodes[1].peers.length, 0, 'the other node was not tried');
+      for (const n of nodes.slice(1)) await n.stop();
+    }
+  });
+
+  it('a node that accepts and never speaks is given up after the default handshake deadline, with a list and with recovery', { timeout: 60_000 }, async () => {
+    const silent = await silentNode();
+    const a = await node();
+    try {
+      const [listed, recovering] = await Promise.all([
+        amqp.connect([silent.url, a.url]),
+        amqp.connect([silent.url, a.url], { recovery: { maxRetries: 0 } }),
+      ]);
+      assert.strictEqual(a.peers.length, 2, 'both went on to the node that speaks');
+      await listed.close();
+      await recovering.close();
+    } finally {
+      await silent.close();
+      await a.stop();
     }
   });
 

@@ -15,7 +15,7 @@ const net = require('node:net');
 const { NativeSocket } = require('./native_socket');
 const QS = require('node:querystring');
 const credentials = require('./credentials');
-const { checkNodeList, defaultPort, describeNode, openFirst } = require('./nodes');
+const { checkNodeList, defaultPort, describeNode, openFirst, withHandshakeTimeout } = require('./nodes');
 const tracing = require('./tracing');
 const pkg = require('../package.json');
 
@@ -211,7 +211,8 @@ function connect(url, socketOptions, openCallback, nodeIndex = 0) {
     return;
   }
   checkNodeList(url);
-  openFirst(url, (node, cb, index) => connectToNode(node, socketOptions, cb, index), openCallback);
+  const options = withHandshakeTimeout(socketOptions);
+  openFirst(url, (node, cb, index) => connectToNode(node, options, cb, index), openCallback);
 }
 
 // One connection attempt, traced on amqplib:connect when subscribed.

@@ -7,14 +7,27 @@ const { AsyncResource } = require('node:async_hooks');
 // first node that completes the handshake wins; lib/recovery.js goes round the list itself.
 // amqplib takes an array for a URL object with no host, and connects to localhost.
 
-// Throws a TypeError unless `urls` is a non-empty list of URL strings or objects.
+// Throws a TypeError unless `urls` is a non-empty list of URL strings or objects. Every index
+// is looked at (a hole is undefined, no URL), so a sparse array is refused at its first hole.
 function checkNodeList(urls) {
   if (urls.length === 0) throw new TypeError('Expected at least one URL in the list of nodes');
-  urls.forEach((url, i) => {
+  for (let i = 0; i < urls.length; i++) {
+    const url = urls[i];
     if (typeof url !== 'string' && (url === null || typeof url !== 'object' || Array.isArray(url))) {
       throw new TypeError(`Expected a URL string or object for node ${i}; got ${url === null ? 'null' : typeof url}`);
     }
-  });
+  }
+}
+
+// A node that accepts the TCP connection and never speaks (frozen, stopped by SIGSTOP) would
+// hold a list, or recovery, on it for ever: unless the caller gives a `timeout` of its own,
+// each node of a list and each attempt of recovery must finish its handshake within this.
+const HANDSHAKE_TIMEOUT = 10000;
+
+// `socketOptions` with the handshake deadline for lists and recovery.
+function withHandshakeTimeout(socketOptions) {
+  if (socketOptions?.timeout !== undefined) return socketOptions;
+  return { ...socketOptions, timeout: HANDSHAKE_TIMEOUT };
 }
 
 // The nodes `connect` was given: a checked list, or a single URL (whatever it is: it is
@@ -83,4 +96,4 @@ function openFirst(urls, open, cb) {
   tryNode(0);
 }
 
-module.exports = { checkNodeList, nodesOf, describeNode, defaultPort, allNodesFailed, openFirst };
+module.exports = { checkNodeList, nodesOf, withHandshakeTimeout, HANDSHAKE_TIMEOUT, describeNode, defaultPort, allNodesFailed, openFirst };

@@ -17,8 +17,9 @@
 // for its events and can close() it before the attempt ends.
 //
 // With a list of nodes (lib/nodes.js), each attempt is a round of the list: after a
-// disconnect the next node is tried at once, and the backoff delay and `maxRetries` apply
-// to whole rounds that failed. `shuffle` mixes the list once (so that a fleet of services
+// disconnect the next node is tried at once, and the backoff delay applies to whole rounds
+// that failed. `maxRetries` means one thing for one URL and for a list: how many rounds (of
+// one node, or of the list) follow a disconnect before recovery gives up; 0 gives up at once. `shuffle` mixes the list once (so that a fleet of services
 // does not pile onto its first node), and `preferredNode` (an index in the list as given)
 // is where the first round starts. A single URL is a list of one, as amqplib 2.3.1 has it.
 //
@@ -311,12 +312,12 @@ class RecoveringModel extends EventEmitter {
     if (this.#stopped) return;
     const err = asError(maybeErr, 'Connection closed');
     this.emit('disconnect', err);
-    // Another node may well be up: try the next one at once. A connection that did not last
-    // initialDelay waits for it, as a node of its own is retried after a delay (amqplib's), so
-    // that connections dropped as soon as made do not reconnect in a tight loop.
+    // Another node may well be up: the next round starts at once. A connection that did not
+    // last initialDelay waits for it, as a node of its own is retried after a delay (amqplib's),
+    // so that connections dropped as soon as made do not reconnect in a tight loop. Either way
+    // the round is a retry, counted against maxRetries as one URL's is.
     const lasted = Date.now() - this.#connectedAt >= this.#settings.initialDelay;
-    if (this.#nodes.length > 1 && lasted) setImmediate(() => this.#connect());
-    else this.#scheduleReconnect(err);
+    this.#scheduleReconnect(err, this.#nodes.length > 1 && lasted ? 0 : undefined);
   }
 
   // One round: each node in turn, from #next, until one connects; if none does, the next
@@ -390,7 +391,9 @@ class RecoveringModel extends EventEmitter {
     }
   }
 
-  #scheduleReconnect(err) {
+  // Schedules the next round (retry number #attempt + 1) after `delay` ms, by default the
+  // backoff's; gives up instead once maxRetries rounds have failed.
+  #scheduleReconnect(err, delay = undefined) {
     if (this.#stopped || this.#timer) return;
 
     const limit = this.#connectedOnce ? this.#settings.maxRetries : this.#settings.initialMaxRetries;
@@ -400,9 +403,8 @@ class RecoveringModel extends EventEmitter {
     }
 
     const attempt = this.#attempt + 1;
-    let delay;
     try {
-      delay = reconnectDelay(this.#settings, attempt);
+      delay ??= reconnectDelay(this.#settings, attempt);
     } catch (delayErr) {
       // The user's calculateDelay failed: give up, with its error.
       this.#giveUp(asError(delayErr, 'calculateDelay failed'));
