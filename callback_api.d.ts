@@ -98,9 +98,9 @@ export interface Connection extends EventEmitter {
     options: ChannelOptions,
     callback: (err: Error, confirmChannel: ConfirmChannel) => void,
   ): ConfirmChannel;
-  /** Replaces the credential secret (connection.update-secret). */
   /** This connection's counters (amqplib-rs; optional in the type so that amqplib's models fit it). */
   counters?(): ConnectionCounters;
+  /** Replaces the credential secret (connection.update-secret). */
   updateSecret(newSecret: Buffer, reason: string, callback?: (err: Error) => void): void;
 
   on(event: 'close', listener: (err?: Error) => void): this;

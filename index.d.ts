@@ -101,9 +101,9 @@ export interface ChannelModel extends EventEmitter {
   createChannel(options?: ChannelOptions): Promise<Channel>;
   /** Opens a new channel in publisher-confirm mode. */
   createConfirmChannel(options?: ChannelOptions): Promise<ConfirmChannel>;
-  /** Replaces the credential secret (connection.update-secret). */
   /** This connection's counters (amqplib-rs; optional in the type so that amqplib's models fit it). */
   counters?(): ConnectionCounters;
+  /** Replaces the credential secret (connection.update-secret). */
   updateSecret(newSecret: Buffer, reason: string): Promise<void>;
 
   on(event: 'close', listener: (err?: Error) => void): this;

@@ -33,7 +33,7 @@ function confirmsOutstanding(connection) {
   let waiting = 0;
   for (let i = 1; i < connection.channels.length; i++) {
     const unconfirmed = connection.channels[i]?.channel?.unconfirmed;
-    if (unconfirmed) waiting += unconfirmed.length;
+    if (unconfirmed) waiting += unconfirmed.outstanding; // not those confirmed out of order
   }
   return waiting;
 }
