@@ -4,11 +4,17 @@
 
 const { describe, it } = require('node:test');
 const assert = require('node:assert');
-const { count } = require('../scripts/count-unsafe');
+const { count, pointersFromSelf } = require('../scripts/count-unsafe');
 
 const none = { blocks: 0, fns: 0, impls: 0, externs: 0, tests: 0 };
 
 describe('count-unsafe', () => {
+  it('finds raw pointers made from self, not in comments or strings', () => {
+    assert.strictEqual(pointersFromSelf('let data = (self as *mut NativeConnection).cast();'), 1);
+    assert.strictEqual(pointersFromSelf('let p = self  as  *const Self;'), 1);
+    assert.strictEqual(pointersFromSelf('// self as *mut T\nlet s = "self as *mut T"; let n = self.len() as usize;'), 0);
+  });
+
   it('counts blocks, functions, impls and extern blocks apart', () => {
     const src = [
       'unsafe impl Send for Foo {}',

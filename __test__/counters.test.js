@@ -101,17 +101,20 @@ describe('counters', () => {
       peer.send(defs.BasicAck, { deliveryTag: 2, multiple: false }, open.channel);
       peer.send(defs.BasicAck, { deliveryTag: 2, multiple: false }, open.channel); // again: no more
     });
-    const model = await ours.connect(served.url);
-    model.on('error', () => {});
-    const ch = await model.createConfirmChannel();
-    const confirmed = [];
-    for (const n of [1, 2, 3]) ch.sendToQueue('q', Buffer.from(`m${n}`), {}, (err) => confirmed.push([n, err]));
-    assert.strictEqual(model.counters().confirmsOutstanding, 3);
-    ackSecond();
-    while (confirmed.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
-    assert.deepStrictEqual(confirmed, [[2, null]]);
-    assert.strictEqual(model.counters().confirmsOutstanding, 2);
-    await served.close();
+    try {
+      const model = await ours.connect(served.url);
+      model.on('error', () => {});
+      const ch = await model.createConfirmChannel();
+      const confirmed = [];
+      for (const n of [1, 2, 3]) ch.sendToQueue('q', Buffer.from(`m${n}`), {}, (err) => confirmed.push([n, err]));
+      assert.strictEqual(model.counters().confirmsOutstanding, 3);
+      ackSecond();
+      while (confirmed.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+      assert.deepStrictEqual(confirmed, [[2, null]]);
+      assert.strictEqual(model.counters().confirmsOutstanding, 2);
+    } finally {
+      await served.close();
+    }
   });
 
   it('the socket counts outlive a socket that failed', async () => {

@@ -212,6 +212,19 @@ impl<'call> JsEnv<'call> {
         self.make(|env, out| unsafe { sys::napi_create_function(env, name.as_ptr().cast(), name.len() as isize, Some(callback::<N, E>), ptr::null_mut(), out) })
     }
 
+    /// The pointer napi-rs wrapped `object` with: its own allocation of the native value, from
+    /// which napi-rs makes each call's `&mut self`. A pointer kept past a call must be this
+    /// one: one taken from a call's `&mut self` is derived from that call's borrow, which the
+    /// next call's borrow ends (Stacked and Tree Borrows), and every use through it after that
+    /// would be undefined behaviour. The caller checks it is the value it expects.
+    pub(super) fn wrapped(self, object: Js<'call>) -> Result<*mut c_void> {
+        let mut data = ptr::null_mut();
+        // SAFETY: the env and the handle are live for `'call`; `data` is a live local. Only the
+        // address is read: nothing is dereferenced here.
+        napi_ok(unsafe { sys::napi_unwrap(self.raw, object.raw, &mut data) })?;
+        Ok(data)
+    }
+
     /// Makes a value through `make`, which calls Node-API with this env and an out-pointer.
     /// Every caller's `make` makes a new value from plain Rust data: no JS runs.
     fn make(self, make: impl FnOnce(sys::napi_env, &mut sys::napi_value) -> sys::napi_status) -> Result<Js<'call>> {

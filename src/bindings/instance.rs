@@ -13,9 +13,10 @@ type Words = FunctionRef<WordsArgs, Unknown<'static>>;
 pub(super) struct Instance {
     /// The JS strings of the property names the encoder reads (see `marshal.rs`).
     keys: Strings,
-    /// Each name's index in `keys`, by the name's address: the names are static, so that
-    /// identifies them without hashing their text.
-    indices: HashMap<usize, u32, ahash::RandomState>,
+    /// Each name's index in `keys`, by the name's address and length: the names are static, so
+    /// that identifies them without hashing their text (the address alone does not: a name may
+    /// be laid out as the start of a longer one, "app" of "appId").
+    indices: HashMap<(usize, usize), u32, ahash::RandomState>,
     /// The words of the core's errors (`errors.rs`), once JS has given them.
     words: Option<Words>,
 }
@@ -47,13 +48,14 @@ fn with_instance<T>(env: JsEnv<'_>, f: impl FnOnce(&mut Instance) -> T) -> Resul
 /// cheaper than making and internalising a new string for every property read of every
 /// publish. Runs no JS.
 pub(super) fn key<'call>(env: JsEnv<'call>, key: &'static str) -> Result<Js<'call>, JsError> {
+    let identity = (key.as_ptr() as usize, key.len());
     with_instance(env, |instance| {
-        if let Some(&index) = instance.indices.get(&(key.as_ptr() as usize)) {
+        if let Some(&index) = instance.indices.get(&identity) {
             return instance.keys.get(env, index);
         }
         let out = env.string(key.as_bytes())?;
         let index = instance.keys.push(env, out)?;
-        instance.indices.insert(key.as_ptr() as usize, index);
+        instance.indices.insert(identity, index);
         Ok(out)
     })?
 }

@@ -25,6 +25,19 @@ pub struct NativeConnection {
     pub(super) closed_socket_counts: super::socket::SocketCounts,
 }
 
+impl NativeConnection {
+    /// This connection as a pointer to keep past the call (the handle's, the poll callback's):
+    /// the one napi-rs wrapped `this` with (see `JsEnv::wrapped`), never one made from `self`.
+    pub(super) fn kept(&mut self, env: JsEnv<'_>, this: Js<'_>) -> std::result::Result<*mut NativeConnection, super::errors::JsError> {
+        let wrapped = env.wrapped(this)?.cast::<NativeConnection>();
+        // `this` is the object napi-rs unwrapped `self` from: anything else is a bug of ours.
+        if !std::ptr::eq(wrapped, self) {
+            return Err(super::errors::JsError::plain("The connection's object does not wrap it".to_string()));
+        }
+        Ok(wrapped)
+    }
+}
+
 #[napi]
 impl NativeConnection {
     #[napi(constructor, catch_unwind)]
@@ -43,8 +56,10 @@ impl NativeConnection {
     /// connection alive.
     #[napi(catch_unwind)]
     pub fn handle<'env>(&mut self, env: &'env Env, this: This<'env>) -> Result<Unknown<'env>> {
-        let handle = hot::handle(JsEnv::of(env), self, Js::of(&this.object)).map_err(|e| super::errors::thrown(env.raw(), e))?;
-        Ok(handle.into_unknown(env))
+        let js_env = JsEnv::of(env);
+        let this = Js::of(&this.object);
+        let handle = self.kept(js_env, this).and_then(|connection| hot::handle(js_env, connection, this));
+        Ok(handle.map_err(|e| super::errors::thrown(env.raw(), e))?.into_unknown(env))
     }
 
     #[napi(catch_unwind)]

@@ -32,6 +32,9 @@ pub(super) struct SocketState {
     /// The last tape handed to JS, written again by a later read once JS is done with it
     /// (none before the first read).
     spare_tape: Option<Reference>,
+    /// The connection as the poll handle and the env cleanup hook were given it (see
+    /// `NativeConnection::kept`).
+    kept: *mut c_void,
 }
 
 impl SocketState {
@@ -106,7 +109,7 @@ impl NativeConnection {
         let Some(state) = self.socket.take() else { return };
         self.closed_socket_counts = SocketCounts::of(&state.driver.tcp);
         // SAFETY: the hook was added with exactly this function and argument in connect_socket.
-        unsafe { sys::napi_remove_env_cleanup_hook(state.env, Some(close_at_env_exit), (self as *mut NativeConnection).cast()) };
+        unsafe { sys::napi_remove_env_cleanup_hook(state.env, Some(close_at_env_exit), state.kept) };
         state.driver.close();
         state.connection.delete(env);
         state.callback.delete(env);
@@ -153,7 +156,15 @@ fn emit(polled: &mut Polled<'_>, env: JsEnv<'_>, kind: SocketEvent, args: EventA
     let env = scope.env();
     let Some(Ok(func)) = polled.with(|c| c.socket.as_deref().map(|s| s.callback.get(env))) else { return };
     let Some(context) = polled.with(|c| c.socket.as_deref().map(|s| s.async_context.0)) else { return };
-    let Ok(values) = polled.with(|c| event_values(env, c, kind, args)) else { return };
+    let values = match polled.with(|c| event_values(env, c, kind, args)) {
+        Ok(values) => values,
+        // What the event carried is lost (a read already taken from the socket, say): the
+        // connection cannot go on, and JS must hear that rather than nothing.
+        Err(_) => match polled.with(|c| event_values(env, c, SocketEvent::Error, EventArgs::Error { errno: libc::EIO, syscall: "read" })) {
+            Ok(values) => values,
+            Err(_) => return,
+        },
+    };
     // MakeCallback needs an object as receiver: the global one, as for timers.
     let Ok(recv) = env.global() else { return };
     let mut result = ptr::null_mut();
@@ -316,10 +327,16 @@ impl NativeConnection {
                 return Err(thrown(e.into()));
             }
         };
-        let data = (self as *mut NativeConnection).cast();
-        // SAFETY: the loop is Node's, on this thread; `self` lives in napi-rs's box for as
-        // long as its JS object, which the `connection` reference below keeps alive until
-        // close_socket closes the poll handle.
+        let data = match self.kept(js_env, Js::of(&this.object)) {
+            Ok(connection) => connection.cast(),
+            Err(e) => {
+                context.destroy(js_env);
+                return Err(thrown(e));
+            }
+        };
+        // SAFETY: the loop is Node's, on this thread; `data` is napi-rs's own allocation of
+        // this connection (`kept`), live as long as its JS object, which the `connection`
+        // reference below keeps alive until close_socket closes the poll handle.
         let driver = match unsafe { Driver::connect(event_loop.cast(), ip, port as u16, on_poll, data) } {
             Ok(driver) => driver,
             Err(e) => {
@@ -342,7 +359,7 @@ impl NativeConnection {
                 return Err(thrown(e));
             }
         };
-        self.socket = Some(Box::new(SocketState { driver, env: env.raw(), connection, callback, async_context: context, spare_tape: None }));
+        self.socket = Some(Box::new(SocketState { driver, env: env.raw(), connection, callback, async_context: context, spare_tape: None, kept: data }));
         // A worker (or the process) may end with the connection open: close the socket then,
         // so the poll handle neither leaks nor keeps the worker's loop alive.
         // SAFETY: `self` stays valid until close_socket, which removes the hook first.
