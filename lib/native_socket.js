@@ -30,6 +30,12 @@ const NET_ONLY_OPTIONS = [
   'allowHalfOpen', 'autoSelectFamilyAttemptTimeout',
 ];
 
+// Whether this runtime runs libuv's poll as Node does, which the native socket drives
+// (src/driver.rs: it relies on a readable socket being reported again on every turn while
+// it stays readable). Bun exports uv_poll_* as stubs that abort the process; Deno's poll
+// stops reporting a socket after its first reads. Both get the stream path.
+const RUNTIME_POLLS_AS_NODE = !process.versions.bun && !process.versions.deno;
+
 class NativeSocket extends EventEmitter {
   constructor() {
     super();
@@ -49,12 +55,13 @@ class NativeSocket extends EventEmitter {
   }
 
   // Whether amqp:// with these socket options takes the native socket: where the platform
-  // has one (see build.rs), unless AMQPLIB_RS_TRANSPORT=stream asks for Node's net.connect,
+  // has one (see build.rs) and the runtime is Node, unless AMQPLIB_RS_TRANSPORT=stream asks
+  // for Node's net.connect,
   // or an option only net.connect honours is given (a custom lookup, a local address...).
   // A port or timeout net.connect would refuse goes to net.connect too, which refuses it as
   // amqplib reports it.
   static serves(options) {
-    if (!native.hasNativeSocket() || process.env.AMQPLIB_RS_TRANSPORT === 'stream') return false;
+    if (!RUNTIME_POLLS_AS_NODE || !native.hasNativeSocket() || process.env.AMQPLIB_RS_TRANSPORT === 'stream') return false;
     const { port = 5672, timeout } = options;
     if (!/^\d{1,5}$/.test(typeof port === 'number' || typeof port === 'string' ? String(port) : '') || Number(port) > 65535) return false;
     if (timeout !== undefined && !(typeof timeout === 'number' && timeout >= 0 && timeout < 2 ** 31)) return false;

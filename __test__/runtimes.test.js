@@ -1,0 +1,38 @@
+'use strict';
+// The package under the runtimes services run it on: Node, Bun and Deno (both from the npm
+// registry, devDependencies), each with its default transport (lib/native_socket.js chooses
+// by the runtime: the native socket on Node, the stream path on Bun, whose uv_poll_* abort
+// the process, and on Deno, whose poll does not report a readable socket again as libuv's
+// does). 1000 confirmed round trips each (__test__/runtimes/roundtrip.cjs).
+
+const { describe, it } = require('node:test');
+const assert = require('node:assert');
+const { spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+const { AMQP_URL } = require('./helpers');
+
+const bin = (name) => path.join(__dirname, '..', 'node_modules', '.bin', process.platform === 'win32' ? `${name}.cmd` : name);
+const script = path.join(__dirname, 'runtimes', 'roundtrip.cjs');
+const nativeTransport = process.env.AMQPLIB_RS_TRANSPORT !== 'stream' && require('../lib/native').hasNativeSocket();
+
+const RUNTIMES = [
+  ['Node', process.execPath, [script], nativeTransport ? 'NativeSocket' : 'Socket'],
+  ['Bun', bin('bun'), [script], 'Socket'],
+  ['Deno', bin('deno'), ['run', '--allow-all', script], 'Socket'],
+];
+
+describe('runtimes', () => {
+  for (const [name, command, args, transport] of RUNTIMES) {
+    // Bun and Deno are this machine's own binaries from npm: they load the package's own build,
+    // not another one under test (the emulated and sanitizer runs name theirs).
+    const skip = (name !== 'Node' && process.env.AMQPLIB_RS_ADDON && 'another build is under test (AMQPLIB_RS_ADDON)') ||
+      (!fs.existsSync(command) && `${path.basename(command)} is not installed (npm install)`);
+    it(`${name}: 1000 confirmed round trips with the default transport`, { skip, timeout: 120_000 }, () => {
+      const run = spawnSync(command, args, { encoding: 'utf8', timeout: 100_000, env: { ...process.env, AMQP_URL } });
+      assert.strictEqual(run.status, 0, `${name} exited with ${run.status ?? run.signal}:\n${run.stderr}`);
+      const report = JSON.parse(run.stdout.trim().split('\n').pop());
+      assert.deepStrictEqual(report, { confirmed: 1000, received: 1000, inOrder: true, transport });
+    });
+  }
+});
