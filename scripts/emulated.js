@@ -18,7 +18,7 @@
 // binfmt_misc) runs through sudo -n when we are not root (scripts/system.js). Everything else is
 // kept under target/emulated/<platform>/.
 
-const { spawnSync, execFileSync } = require('node:child_process');
+const { spawn, spawnSync, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const { root, run } = require('./toolchain');
@@ -51,6 +51,9 @@ const PLATFORMS = {
       WINEDLLOVERRIDES: 'bcryptprimitives=n,b;mscoree,mshtml=',
     }),
     command: (node, args) => [wine(), [node, ...args]],
+    // Node under Wine 8 cannot take a Unix pipe as its stdout or stderr (open EBADF at its first
+    // write), and a pipe is what CI gives (a GitHub Actions step, a `| tee`): a file it can.
+    outputThroughFile: true,
     // Wine's drive Z: is the root: a path that holds in any current directory, C: too.
     hostPath: (file) => `Z:${file.replaceAll('/', '\\')}`,
   },
@@ -130,7 +133,35 @@ function buildAddon(dir, target) {
   return cross.addonOf(target, dir);
 }
 
-function main() {
+// As toolchain.js's run, the child's output going to `file`, copied to ours as it grows.
+function runThroughFile(command, args, env, file) {
+  console.log(`--- ${[command, ...args].join(' ')} (its output through ${path.relative(root, file)})`);
+  const fd = fs.openSync(file, 'w');
+  const child = spawn(command, args, { cwd: root, stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
+  fs.closeSync(fd);
+  let offset = 0;
+  const buffer = Buffer.alloc(64 * 1024);
+  const copy = () => {
+    const from = fs.openSync(file, 'r');
+    for (let n; (n = fs.readSync(from, buffer, 0, buffer.length, offset)) > 0; offset += n) fs.writeSync(1, buffer, 0, n);
+    fs.closeSync(from);
+  };
+  const timer = setInterval(copy, 250);
+  return new Promise((resolve, reject) => {
+    child.once('error', (err) => {
+      clearInterval(timer);
+      reject(err);
+    });
+    child.once('close', (code, signal) => {
+      clearInterval(timer);
+      copy();
+      if (code === 0) resolve();
+      else reject(new Error(`${command} failed (exit ${code ?? signal})`));
+    });
+  });
+}
+
+async function main() {
   const name = process.argv[2];
   const platform = PLATFORMS[name];
   if (!platform) {
@@ -152,8 +183,12 @@ function main() {
   for (const [step, args] of steps) {
     const [command, commandArgs] = platform.command(node, args);
     console.log(`\n=== ${name}: ${step}`);
-    run(command, commandArgs, env);
+    if (platform.outputThroughFile) await runThroughFile(command, commandArgs, env, path.join(dir, 'output.log'));
+    else run(command, commandArgs, env);
   }
 }
 
-main();
+main().catch((err) => {
+  console.error(err.message);
+  process.exit(1);
+});
