@@ -142,11 +142,11 @@ pub trait Value: Sized {
     fn append_bytes(&self, out: &mut Vec<u8>) -> Result<()>;
     /// An array's `length`: what a user's array says, not what it holds (`new Array(2 ** 32 - 1)`
     /// holds nothing), so the encoder reads its items one by one, within the table's budget.
-    fn len(&self) -> Result<u32>;
+    fn length(&self) -> Result<u32>;
     /// An array's item at `index` (a hole is undefined).
     fn item(&self, index: u32) -> Result<Self>;
     /// The names of the enumerable string-keyed properties, in `for...in` order, as an array
-    /// (read with `len` and `item`); their values are read one by one with `entry`.
+    /// (read with `length` and `item`); their values are read one by one with `entry`.
     fn keys(&self) -> Result<Self>;
     /// The name `key` (one of `keys`) as a string, and the property under it (getters run).
     fn entry(&self, key: &Self) -> Result<(String, Self)>;
@@ -295,7 +295,7 @@ fn encode_table_at<V: Value>(out: &mut Vec<u8>, table: &V, depth: usize) -> Resu
     let start = begin_length(out);
     if table.kind()? != Kind::Null {
         let keys = table.keys()?;
-        for index in 0..keys.len()? {
+        for index in 0..keys.length()? {
             let (key, value) = table.entry(&keys.item(index)?)?;
             if value.kind()? == Kind::Undefined {
                 continue;
@@ -325,7 +325,7 @@ fn encode_array<V: Value>(out: &mut Vec<u8>, array: &V, depth: usize) -> Result<
     let depth = enter(depth)?;
     let start = begin_length(out);
     // Every item takes a byte at least: the budget ends the walk of a long array early.
-    for index in 0..array.len()? {
+    for index in 0..array.length()? {
         encode_field_value(out, &array.item(index)?, depth)?;
         check_table_size(out, start)?;
     }

@@ -75,7 +75,7 @@ impl Value for TestValue {
         Ok(())
     }
 
-    fn len(&self) -> Result<u32> {
+    fn length(&self) -> Result<u32> {
         match self {
             TestValue::Array(items) => Ok(items.len() as u32),
             _ => Ok(0),

@@ -159,7 +159,7 @@ impl<'call> Value for JsVal<'call> {
         Ok(())
     }
 
-    fn len(&self) -> crate::codec::Result<u32> {
+    fn length(&self) -> crate::codec::Result<u32> {
         read(self.object().get_array_length_unchecked())
     }
 
