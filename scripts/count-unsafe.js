@@ -23,7 +23,7 @@ const KINDS = ['blocks', 'fns', 'impls', 'externs'];
 const CEILING = {
   core: { blocks: 2, fns: 0, impls: 0, externs: 0 },
   'native socket': { blocks: 12, fns: 4, impls: 0, externs: 0 },
-  bindings: { blocks: 61, fns: 7, impls: 0, externs: 0 },
+  bindings: { blocks: 62, fns: 7, impls: 0, externs: 0 },
 };
 const NATIVE_SOCKET = ['src/transport.rs', 'src/uv.rs', 'src/driver.rs'];
 

@@ -469,6 +469,10 @@ function rustHot() {
       if (a.kind === 'handle') {
         out.push('', `    /// The connection behind \`${a.name}\` (see \`Call::connection\`).`);
         out.push('    pub fn connection(&self) -> Result<&mut NativeConnection> {', `        self.call.connection(${a.index})`, '    }');
+        if (values.length > 0) {
+          out.push('', `    /// The largest frame the connection behind \`${a.name}\` sends (see \`Call::frame_max\`).`);
+          out.push('    pub fn frame_max(&self) -> Result<usize> {', `        self.call.frame_max(${a.index})`, '    }');
+        }
       } else if (a.kind === 'bytes') {
         out.push('', `    /// The bytes of \`${a.name}\` (see \`Call::bytes\`).`);
         out.push(`    pub fn ${a.field}(&self) -> Result<&[u8]> {`, `        self.call.bytes(${a.index})`, '    }');

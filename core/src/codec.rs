@@ -275,23 +275,59 @@ fn explicit_tag(name: &str) -> Option<u8> {
     })
 }
 
+/// How large the frame being encoded may grow: the walk of a user's table or array stops as
+/// soon as the frame is past its max, before the rest of the table is read (an array's
+/// `length` may be 2 ** 32 - 1, a table's entries millions).
+#[derive(Clone, Copy, Debug)]
+pub struct FrameBudget {
+    /// Where the frame starts in the output.
+    start: usize,
+    max: usize,
+}
+
+impl FrameBudget {
+    /// For a frame starting at `start` in the output, of at most `max` bytes.
+    pub fn new(start: usize, max: usize) -> Self {
+        FrameBudget { start, max }
+    }
+
+    /// No frame around the encoding (a table encoded alone): only the table's own bound holds.
+    pub const UNBOUNDED: FrameBudget = FrameBudget { start: 0, max: usize::MAX };
+
+    /// Refuses the frame once `out` holds more of it than fits (counting its end octet).
+    fn check(self, out: &[u8]) -> Result<()> {
+        let size = out.len() - self.start + 1;
+        if size > self.max {
+            return Err(CodecError::FrameTooLarge { size, max: self.max });
+        }
+        Ok(())
+    }
+}
+
+/// Where a walk of nested tables and arrays is: how deep, and within what budget.
+#[derive(Clone, Copy)]
+struct Walk {
+    depth: usize,
+    budget: FrameBudget,
+}
+
 /// Encodes a field table (length-prefixed) from the enumerable properties of `table`.
 pub fn encode_table<V: Value>(out: &mut Vec<u8>, table: &V) -> Result<()> {
-    encode_table_at(out, table, 0)
+    encode_table_at(out, table, Walk { depth: 0, budget: FrameBudget::UNBOUNDED })
 }
 
-/// A table or array `depth` levels down. Recursion is bounded as decoding's is: a cyclic
-/// table, or one nested deeper than [`MAX_TABLE_DEPTH`], is refused (amqplib overflows its
-/// stack there, a RangeError too), never followed down the native stack.
-fn enter(depth: usize) -> Result<usize> {
-    if depth >= MAX_TABLE_DEPTH {
+/// A table or array one level down. Recursion is bounded as decoding's is: a cyclic table, or
+/// one nested deeper than [`MAX_TABLE_DEPTH`], is refused (amqplib overflows its stack there,
+/// a RangeError too), never followed down the native stack.
+fn enter(walk: Walk) -> Result<Walk> {
+    if walk.depth >= MAX_TABLE_DEPTH {
         return Err(CodecError::TooDeepToEncode);
     }
-    Ok(depth + 1)
+    Ok(Walk { depth: walk.depth + 1, ..walk })
 }
 
-fn encode_table_at<V: Value>(out: &mut Vec<u8>, table: &V, depth: usize) -> Result<()> {
-    let depth = enter(depth)?;
+fn encode_table_at<V: Value>(out: &mut Vec<u8>, table: &V, walk: Walk) -> Result<()> {
+    let walk = enter(walk)?;
     let start = begin_length(out);
     if table.kind()? != Kind::Null {
         let keys = table.keys()?;
@@ -306,34 +342,36 @@ fn encode_table_at<V: Value>(out: &mut Vec<u8>, table: &V, depth: usize) -> Resu
             }
             out.push(key.len() as u8);
             out.extend_from_slice(key.as_bytes());
-            encode_field_value(out, &value, depth)?;
-            check_table_size(out, start)?;
+            encode_field_value(out, &value, walk)?;
+            check_size(out, start, walk)?;
         }
     }
     end_length(out, start);
     Ok(())
 }
 
-fn check_table_size(out: &[u8], start: usize) -> Result<()> {
+/// After each entry or item: the table (from `start`) within its own bound, and the frame
+/// within its budget.
+fn check_size(out: &[u8], start: usize, walk: Walk) -> Result<()> {
     if out.len() - start > MAX_TABLE_BYTES {
         return Err(CodecError::TableTooLarge);
     }
-    Ok(())
+    walk.budget.check(out)
 }
 
-fn encode_array<V: Value>(out: &mut Vec<u8>, array: &V, depth: usize) -> Result<()> {
-    let depth = enter(depth)?;
+fn encode_array<V: Value>(out: &mut Vec<u8>, array: &V, walk: Walk) -> Result<()> {
+    let walk = enter(walk)?;
     let start = begin_length(out);
     // Every item takes a byte at least: the budget ends the walk of a long array early.
     for index in 0..array.length()? {
-        encode_field_value(out, &array.item(index)?, depth)?;
-        check_table_size(out, start)?;
+        encode_field_value(out, &array.item(index)?, walk)?;
+        check_size(out, start, walk)?;
     }
     end_length(out, start);
     Ok(())
 }
 
-fn encode_field_value<V: Value>(out: &mut Vec<u8>, value: &V, depth: usize) -> Result<()> {
+fn encode_field_value<V: Value>(out: &mut Vec<u8>, value: &V, walk: Walk) -> Result<()> {
     let kind = value.kind()?;
     if kind == Kind::Object && value.has_own("!")? {
         let type_name = value.get("!")?;
@@ -344,16 +382,16 @@ fn encode_field_value<V: Value>(out: &mut Vec<u8>, value: &V, depth: usize) -> R
         let name = String::from_utf8_lossy(&name).into_owned();
         let inner = value.get("value")?;
         return match explicit_tag(&name) {
-            Some(0) => encode_inferred(out, &inner, Kind::Number, depth),
-            Some(1) => encode_inferred(out, &inner, Kind::Object, depth),
+            Some(0) => encode_inferred(out, &inner, Kind::Number, walk),
+            Some(1) => encode_inferred(out, &inner, Kind::Object, walk),
             Some(tag) => encode_tagged(out, tag, &inner),
             None => Err(CodecError::UnknownEncodeType(name)),
         };
     }
-    encode_inferred(out, value, kind, depth)
+    encode_inferred(out, value, kind, walk)
 }
 
-fn encode_inferred<V: Value>(out: &mut Vec<u8>, value: &V, kind: Kind, depth: usize) -> Result<()> {
+fn encode_inferred<V: Value>(out: &mut Vec<u8>, value: &V, kind: Kind, walk: Walk) -> Result<()> {
     match kind {
         Kind::Number => encode_tagged(out, infer_number_tag(value.number()?), value),
         Kind::String => encode_tagged(out, b'S', value),
@@ -364,7 +402,7 @@ fn encode_inferred<V: Value>(out: &mut Vec<u8>, value: &V, kind: Kind, depth: us
         }
         Kind::Array => {
             out.push(b'A');
-            encode_array(out, value, depth)
+            encode_array(out, value, walk)
         }
         Kind::Bytes => {
             out.push(b'x');
@@ -375,7 +413,7 @@ fn encode_inferred<V: Value>(out: &mut Vec<u8>, value: &V, kind: Kind, depth: us
         }
         Kind::Object => {
             out.push(b'F');
-            encode_table_at(out, value, depth)
+            encode_table_at(out, value, walk)
         }
         Kind::Undefined => Err(CodecError::UnknownEncodeType("undefined".into())),
         Kind::Other(name) => Err(CodecError::UnknownEncodeType(name.into())),
@@ -430,12 +468,13 @@ pub fn encode_shortstr_arg<V: Value>(out: &mut Vec<u8>, arg: &Arg, value: &V) ->
     if value.kind()? == Kind::Undefined {
         encode_default(out, arg)
     } else {
-        encode_arg(out, arg, value)
+        encode_arg(out, arg, value, FrameBudget::UNBOUNDED)
     }
 }
 
-/// Encodes the arguments of `method` from `fields`, substituting defaults for absent ones.
-pub fn encode_args<V: Value>(out: &mut Vec<u8>, method: &MethodSpec, fields: &V) -> Result<()> {
+/// Encodes the arguments of `method` from `fields`, substituting defaults for absent ones,
+/// within the frame's `budget`.
+pub fn encode_args<V: Value>(out: &mut Vec<u8>, method: &MethodSpec, fields: &V, budget: FrameBudget) -> Result<()> {
     let mut bits = 0u8;
     let mut bit_index = 0;
     for arg in method.args {
@@ -460,7 +499,7 @@ pub fn encode_args<V: Value>(out: &mut Vec<u8>, method: &MethodSpec, fields: &V)
             bit_index = 0;
         }
         if present {
-            encode_arg(out, arg, &value)?;
+            encode_arg(out, arg, &value, budget)?;
         } else {
             encode_default(out, arg)?;
         }
@@ -489,7 +528,7 @@ fn encode_default(out: &mut Vec<u8>, arg: &Arg) -> Result<()> {
     Ok(())
 }
 
-fn encode_arg<V: Value>(out: &mut Vec<u8>, arg: &Arg, value: &V) -> Result<()> {
+fn encode_arg<V: Value>(out: &mut Vec<u8>, arg: &Arg, value: &V, budget: FrameBudget) -> Result<()> {
     let kind = value.kind()?;
     match arg.ty {
         ArgType::ShortStr => {
@@ -511,7 +550,7 @@ fn encode_arg<V: Value>(out: &mut Vec<u8>, arg: &Arg, value: &V) -> Result<()> {
             if !matches!(kind, Kind::Object | Kind::Array | Kind::Bytes | Kind::Null) {
                 return Err(wrong_type(arg.name, arg.ty));
             }
-            encode_table(out, value)
+            encode_table_at(out, value, Walk { depth: 0, budget })
         }
         ArgType::Bit => unreachable!("bits are packed by encode_args"),
         _ => {
@@ -538,8 +577,8 @@ fn encode_number(out: &mut Vec<u8>, ty: ArgType, n: f64) -> Result<()> {
 /// Encodes content properties: 16-bit presence flags, then the present values.
 /// Null and undefined both count as absent, as in amqplib. Only the properties whose flag
 /// is set in `candidates` are read at all (a caller that knows which are there saves the
-/// reads of the rest; `u16::MAX` reads every one).
-pub fn encode_properties<V: Value>(out: &mut Vec<u8>, props: &PropertiesSpec, fields: &V, candidates: u16) -> Result<()> {
+/// reads of the rest; `u16::MAX` reads every one). Tables are read within the frame's `budget`.
+pub fn encode_properties<V: Value>(out: &mut Vec<u8>, props: &PropertiesSpec, fields: &V, candidates: u16, budget: FrameBudget) -> Result<()> {
     let flags_at = out.len();
     put_u16(out, 0);
     let mut flags = 0u16;
@@ -556,7 +595,7 @@ pub fn encode_properties<V: Value>(out: &mut Vec<u8>, props: &PropertiesSpec, fi
         if arg.ty == ArgType::Bit {
             continue;
         }
-        encode_arg(out, arg, &value)?;
+        encode_arg(out, arg, &value, budget)?;
     }
     out[flags_at..flags_at + 2].copy_from_slice(&flags.to_be_bytes());
     Ok(())
@@ -852,13 +891,13 @@ mod tests {
     fn wrong_types_report_the_field_and_what_it_must_be() {
         let fields = TestValue::object(&[("exchange", TestValue::Num(1.0))]);
         let mut out = Vec::new();
-        let err = encode_args(&mut out, &crate::spec::BASIC_PUBLISH, &fields).unwrap_err();
+        let err = encode_args(&mut out, &crate::spec::BASIC_PUBLISH, &fields, FrameBudget::UNBOUNDED).unwrap_err();
         let expected = Report { id: ErrorId::WrongType, params: vec![Param::Text("exchange"), Param::Text("a string (up to 255 chars)")] };
         assert_eq!(err.report(), expected);
-        let err = encode_args(&mut out, &crate::spec::BASIC_DELIVER, &TestValue::object(&[])).unwrap_err();
+        let err = encode_args(&mut out, &crate::spec::BASIC_DELIVER, &TestValue::object(&[]), FrameBudget::UNBOUNDED).unwrap_err();
         assert_eq!(err.report(), Report { id: ErrorId::Missing, params: vec![Param::Text("consumerTag")] });
         let long = TestValue::object(&[("exchange", TestValue::Str("x".repeat(256)))]);
-        assert!(encode_args(&mut out, &crate::spec::BASIC_PUBLISH, &long).is_err());
+        assert!(encode_args(&mut out, &crate::spec::BASIC_PUBLISH, &long, FrameBudget::UNBOUNDED).is_err());
     }
 
     /// Every error reports parameters of the kinds its id has (JS reads them by those).
@@ -907,6 +946,24 @@ mod tests {
         let mut strings = Interner::new();
         let mut decoder = Decoder { strings: &mut strings, tape: &mut tape, base: 0 };
         assert!(decoder.table_slots(&mut Reader::new(&body)).is_err());
+    }
+
+    #[test]
+    fn a_table_is_read_no_further_than_the_frame_budget() {
+        // A table of 10,000 entries of 100 bytes, for a frame of 4096: refused once the frame
+        // passes 4096 bytes, some 40 entries in, with what it had encoded by then.
+        let entries: Vec<(String, TestValue)> = (0..10_000).map(|i| (format!("k{i}"), TestValue::Str("x".repeat(100)))).collect();
+        let fields = TestValue::object(&[("queue", TestValue::Str("q".into())), ("arguments", TestValue::Object(entries))]);
+        let mut out = Vec::new();
+        let refused = encode_args(&mut out, &crate::spec::QUEUE_DECLARE, &fields, FrameBudget::new(0, 4096));
+        assert!(matches!(refused, Err(CodecError::FrameTooLarge { size, max: 4096 }) if size > 4096 && size < 4096 + 200), "{refused:?}");
+        assert!(out.len() < 4096 + 200, "stopped at the budget: {} bytes", out.len());
+        // The same with an array as long as its budget allows, in a frame that started earlier.
+        let array = TestValue::Array(vec![TestValue::Num(1.0); 100_000]);
+        let mut out = vec![0; 1000];
+        let refused = encode_args(&mut out, &crate::spec::QUEUE_DECLARE, &TestValue::object(&[("arguments", TestValue::object(&[("a", array)]))]), FrameBudget::new(1000, 4096));
+        assert!(matches!(refused, Err(CodecError::FrameTooLarge { max: 4096, .. })), "{refused:?}");
+        assert!(out.len() < 1000 + 4096 + 10);
     }
 
     /// Arguments of every type, made from a seed (tables small, strings short).
@@ -1052,7 +1109,7 @@ mod tests {
             let method = crate::spec::METHODS[index];
             let fields = random_fields(method.args, seed);
             let mut out = Vec::new();
-            encode_args(&mut out, method, &fields).unwrap();
+            encode_args(&mut out, method, &fields, FrameBudget::UNBOUNDED).unwrap();
             let mut tape = Tape::new();
             let mut strings = Interner::new();
             let mut decoder = Decoder { strings: &mut strings, tape: &mut tape, base: 0 };

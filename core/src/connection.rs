@@ -162,11 +162,16 @@ impl Connection {
         Ok(max)
     }
 
+    /// The largest frame this side may send: the encoder reads a user's tables no further.
+    pub fn sendable_frame_max(&self) -> usize {
+        self.send_frame_max().max(spec::FRAME_MIN_SIZE as usize)
+    }
+
     /// Refuses the frames in `frames` if one is larger than this side may send (a table too
     /// large for one frame), before any of them joins the output. Every peer accepts frames
     /// of the spec's minimum size, whatever frame max was agreed.
     pub fn check_sendable(&self, frames: &[u8]) -> crate::codec::Result<()> {
-        let max = self.send_frame_max().max(spec::FRAME_MIN_SIZE as usize);
+        let max = self.sendable_frame_max();
         let mut rest = frames;
         while rest.len() >= frame::HEADER_BYTES {
             let size = u32::from_be_bytes([rest[3], rest[4], rest[5], rest[6]]) as usize;
@@ -1164,7 +1169,7 @@ mod tests {
         let args = frame::Publish { exchange: &ex, routing_key: &rk, mandatory: true, immediate: false, properties: &props, present: 0x8000 | 0x2000 };
         let publish = |session: &mut Connection, content: &[u8]| {
             let mut head = Vec::new();
-            frame::write_publish_head(&mut head, 1, &args, content.len()).unwrap();
+            frame::write_publish_head(&mut head, 1, &args, content.len(), usize::MAX).unwrap();
             session.send_publish_head(1, &head, content).unwrap();
         };
         let mut fresh = Connection::new();
@@ -1258,7 +1263,7 @@ mod tests {
         let mut server = Connection::new();
         server.send_frames(&method_frame(1, spec::BASIC_DELIVER.id, &deliver_fields("t")).unwrap()).unwrap();
         let mut header = Vec::new();
-        frame::write_header(&mut header, 1, &spec::BASIC_PROPERTIES, u64::MAX / 2, &TestValue::object(&[]), u16::MAX).unwrap();
+        frame::write_header(&mut header, 1, &spec::BASIC_PROPERTIES, u64::MAX / 2, &TestValue::object(&[]), u16::MAX, usize::MAX).unwrap();
         let mut client = opened();
         client.receive(&[server.out, header].concat());
         assert_eq!(reserved(&mut client), 0, "nothing is reserved before the body arrives");

@@ -9,7 +9,7 @@
 //! ```
 
 use crate::boundary::ErrorId;
-use crate::codec::{self, Value};
+use crate::codec::{self, FrameBudget, Value};
 use crate::spec::{FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD};
 use crate::spec_types::{MethodSpec, PropertiesSpec};
 
@@ -79,14 +79,15 @@ fn end_frame(out: &mut Vec<u8>, at: usize) {
     out.push(FRAME_END as u8);
 }
 
-/// Runs `body` to write a frame's payload; on error, removes the partial frame, so the
-/// output buffer only ever holds whole frames.
-fn frame_with<F>(out: &mut Vec<u8>, kind: u32, channel: u16, body: F) -> codec::Result<()>
+/// Runs `body` to write a frame's payload, within the budget of a frame of at most
+/// `frame_max` bytes; on error, removes the partial frame, so the output buffer only ever
+/// holds whole frames.
+fn frame_with<F>(out: &mut Vec<u8>, kind: u32, channel: u16, frame_max: usize, body: F) -> codec::Result<()>
 where
-    F: FnOnce(&mut Vec<u8>) -> codec::Result<()>,
+    F: FnOnce(&mut Vec<u8>, FrameBudget) -> codec::Result<()>,
 {
     let at = begin_frame(out, kind, channel);
-    match body(out) {
+    match body(out, FrameBudget::new(at, frame_max)) {
         Ok(()) => {
             end_frame(out, at);
             Ok(())
@@ -98,10 +99,11 @@ where
     }
 }
 
-pub fn write_method<V: Value>(out: &mut Vec<u8>, channel: u16, method: &MethodSpec, fields: &V) -> codec::Result<()> {
-    frame_with(out, FRAME_METHOD, channel, |out| {
+/// A method frame; a user's tables are read no further than a frame of `frame_max` holds.
+pub fn write_method<V: Value>(out: &mut Vec<u8>, channel: u16, method: &MethodSpec, fields: &V, frame_max: usize) -> codec::Result<()> {
+    frame_with(out, FRAME_METHOD, channel, frame_max, |out, budget| {
         out.extend_from_slice(&method.id.to_be_bytes());
-        codec::encode_args(out, method, fields)
+        codec::encode_args(out, method, fields, budget)
     })
 }
 
@@ -147,19 +149,19 @@ pub struct Publish<'a, V> {
 /// A basic.publish's method and header frames (ticket 0), for a body of `body_size` bytes; on
 /// an encoding error nothing of them is left in `out`. No session is involved, so JS values
 /// can be read (and getters run) while none is borrowed.
-pub fn write_publish_head<V: Value>(out: &mut Vec<u8>, channel: u16, publish: &Publish<V>, body_size: usize) -> codec::Result<()> {
+pub fn write_publish_head<V: Value>(out: &mut Vec<u8>, channel: u16, publish: &Publish<V>, body_size: usize, frame_max: usize) -> codec::Result<()> {
     let start = out.len();
-    let written = write_publish_method(out, channel, publish)
-        .and_then(|()| write_header(out, channel, &crate::spec::BASIC_PROPERTIES, body_size as u64, publish.properties, publish.present));
+    let written = write_publish_method(out, channel, publish, frame_max)
+        .and_then(|()| write_header(out, channel, &crate::spec::BASIC_PROPERTIES, body_size as u64, publish.properties, publish.present, frame_max));
     if written.is_err() {
         out.truncate(start);
     }
     written
 }
 
-fn write_publish_method<V: Value>(out: &mut Vec<u8>, channel: u16, publish: &Publish<V>) -> codec::Result<()> {
+fn write_publish_method<V: Value>(out: &mut Vec<u8>, channel: u16, publish: &Publish<V>, frame_max: usize) -> codec::Result<()> {
     let args = crate::spec::BASIC_PUBLISH.args;
-    frame_with(out, FRAME_METHOD, channel, |out| {
+    frame_with(out, FRAME_METHOD, channel, frame_max, |out, _| {
         out.extend_from_slice(&crate::spec::BASIC_PUBLISH.id.to_be_bytes());
         out.extend_from_slice(&[0, 0]); // ticket
         codec::encode_shortstr_arg(out, &args[1], publish.exchange)?;
@@ -169,7 +171,8 @@ fn write_publish_method<V: Value>(out: &mut Vec<u8>, channel: u16, publish: &Pub
     })
 }
 
-/// A content header frame; only the properties flagged in `candidates` are read.
+/// A content header frame; only the properties flagged in `candidates` are read, and a
+/// user's tables no further than a frame of `frame_max` holds.
 pub fn write_header<V: Value>(
     out: &mut Vec<u8>,
     channel: u16,
@@ -177,12 +180,13 @@ pub fn write_header<V: Value>(
     body_size: u64,
     fields: &V,
     candidates: u16,
+    frame_max: usize,
 ) -> codec::Result<()> {
-    frame_with(out, FRAME_HEADER, channel, |out| {
+    frame_with(out, FRAME_HEADER, channel, frame_max, |out, budget| {
         out.extend_from_slice(&props.class_id.to_be_bytes());
         out.extend_from_slice(&[0, 0]); // weight, unused
         out.extend_from_slice(&body_size.to_be_bytes());
-        codec::encode_properties(out, props, fields, candidates)
+        codec::encode_properties(out, props, fields, candidates, budget)
     })
 }
 

@@ -215,7 +215,7 @@ fn self_text(obj: &Obj, source: &[u8]) -> String {
 /// The method frame of `method_id` with `fields`, as JS would have it encoded.
 pub fn method_frame(channel: u16, method_id: u32, fields: &TestValue) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    frame::write_method(&mut out, channel, spec::method(method_id).expect("a known method"), fields)?;
+    frame::write_method(&mut out, channel, spec::method(method_id).expect("a known method"), fields, usize::MAX)?;
     Ok(out)
 }
 
@@ -224,7 +224,7 @@ pub fn content_head(channel: u16, method_id: u32, fields: &TestValue, properties
     let mut out = method_frame(channel, method_id, fields)?;
     let class_id = (method_id >> 16) as u16;
     let props = spec::properties(class_id).expect("a content class");
-    frame::write_header(&mut out, channel, props, body_size as u64, properties, u16::MAX)?;
+    frame::write_header(&mut out, channel, props, body_size as u64, properties, u16::MAX, usize::MAX)?;
     Ok(out)
 }
 
@@ -303,7 +303,7 @@ impl Pair {
     /// A content header alone, declaring `body_size`.
     pub fn header(&mut self, channel: u16, body_size: u64) -> &mut Self {
         let mut out = Vec::new();
-        frame::write_header(&mut out, channel, &spec::BASIC_PROPERTIES, body_size, &TestValue::object(&[]), u16::MAX).unwrap();
+        frame::write_header(&mut out, channel, &spec::BASIC_PROPERTIES, body_size, &TestValue::object(&[]), u16::MAX, usize::MAX).unwrap();
         self.raw(&out)
     }
 

@@ -26,7 +26,7 @@ fn properties_spec(env: &Env, class_id: u32) -> Result<&'static crate::spec_type
 pub fn encode_method<'env>(env: &'env Env, method_id: u32, channel: u32, fields: Unknown) -> Result<BufferSlice<'env>> {
     let method = method_spec(env, method_id)?;
     let mut out = Vec::new();
-    crate::frame::write_method(&mut out, channel as u16, method, &JsVal::of(env, &fields))
+    crate::frame::write_method(&mut out, channel as u16, method, &JsVal::of(env, &fields), usize::MAX)
         .map_err(|e| thrown(env.raw(), e))?;
     BufferSlice::from_data(env, out)
 }
@@ -42,7 +42,7 @@ pub fn encode_properties<'env>(
 ) -> Result<BufferSlice<'env>> {
     let props = properties_spec(env, class_id)?;
     let mut out = Vec::new();
-    crate::frame::write_header(&mut out, channel as u16, props, body_size as u64, &JsVal::of(env, &fields), u16::MAX)
+    crate::frame::write_header(&mut out, channel as u16, props, body_size as u64, &JsVal::of(env, &fields), u16::MAX, usize::MAX)
         .map_err(|e| thrown(env.raw(), e))?;
     BufferSlice::from_data(env, out)
 }

@@ -122,6 +122,20 @@ impl<'call, const N: usize> Call<'call, N> {
         // call takes it once.
         Ok(unsafe { &mut *handle.connection })
     }
+
+    /// The largest frame the connection behind the handle argument `i` may send, read before
+    /// the user's values are, so that the encoder reads their tables no further than that.
+    fn frame_max(&self, i: usize) -> Result<usize> {
+        let Some(handle) = self.env.external_data::<Handle>(self.args[i])? else {
+            return Err(JsError::plain("Not a connection handle"));
+        };
+        if self.connection_taken.get() {
+            return Err(JsError::plain("The connection was already taken in this call"));
+        }
+        // SAFETY: as for `connection`: live, and not borrowed now (this call has not taken it,
+        // and no outer call holds it while JS runs); the shared borrow ends with this read.
+        Ok(unsafe { &*handle.connection }.core.sendable_frame_max())
+    }
 }
 
 thread_local! {
@@ -145,9 +159,10 @@ fn with_scratch<T>(encode: impl FnOnce(&mut Vec<u8>) -> Result<T>) -> Result<T> 
 fn send_method(mut args: SendMethodArgs) -> Result<f64> {
     let method = spec::method(args.method_id).ok_or(crate::codec::CodecError::UnknownMethod)?;
     let channel = args.channel;
+    let frame_max = args.frame_max()?;
     with_scratch(|scratch| {
         let SendMethodValues { fields } = args.values();
-        frame::write_method(scratch, channel.number(), method, &fields)?;
+        frame::write_method(scratch, channel.number(), method, &fields, frame_max)?;
         let connection = args.connection()?;
         // Checked once the user's values are read: a getter may have closed the channel.
         if let Err(refusal) = connection.core.may_send(channel, method.id) {
@@ -163,10 +178,11 @@ fn send_message(mut args: SendMessageArgs) -> Result<f64> {
     let props = spec::properties(args.class_id).ok_or(crate::codec::CodecError::UnknownProperties)?;
     let size = args.content()?.len();
     let channel = args.channel;
+    let frame_max = args.frame_max()?;
     with_scratch(|scratch| {
         let SendMessageValues { fields, properties } = args.values();
-        frame::write_method(scratch, channel.number(), method, &fields)?;
-        frame::write_header(scratch, channel.number(), props, size as u64, &properties, u16::MAX)?;
+        frame::write_method(scratch, channel.number(), method, &fields, frame_max)?;
+        frame::write_header(scratch, channel.number(), props, size as u64, &properties, u16::MAX, frame_max)?;
         let content = same_content(args.content()?, size)?;
         let connection = args.connection()?;
         let number = match connection.core.may_send(channel, method.id) {
@@ -197,10 +213,11 @@ fn same_content(content: &[u8], size: usize) -> Result<&[u8]> {
 fn send_publish(mut args: SendPublishArgs) -> Result<f64> {
     let (channel, mandatory, immediate, present) = (args.channel, args.mandatory, args.immediate, args.present);
     let size = args.content()?.len();
+    let frame_max = args.frame_max()?;
     with_scratch(|scratch| {
         let SendPublishValues { exchange, routing_key, properties } = args.values();
         let publish = Publish { exchange: &exchange, routing_key: &routing_key, mandatory, immediate, properties: &properties, present };
-        write_publish_head(scratch, channel.number(), &publish, size)?;
+        write_publish_head(scratch, channel.number(), &publish, size, frame_max)?;
         let content = same_content(args.content()?, size)?;
         let connection = args.connection()?;
         let number = match connection.core.may_send(channel, spec::BASIC_PUBLISH.id) {

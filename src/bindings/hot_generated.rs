@@ -34,6 +34,11 @@ impl<'call> SendMethodArgs<'call> {
         self.call.connection(0)
     }
 
+    /// The largest frame the connection behind `handle` sends (see `Call::frame_max`).
+    pub fn frame_max(&self) -> Result<usize> {
+        self.call.frame_max(0)
+    }
+
     /// `fields` (see `Call::user_values`).
     pub fn values(&mut self) -> SendMethodValues<'_> {
         let [fields] = self.call.user_values([3]);
@@ -74,6 +79,11 @@ impl<'call> SendMessageArgs<'call> {
     /// The connection behind `handle` (see `Call::connection`).
     pub fn connection(&self) -> Result<&mut NativeConnection> {
         self.call.connection(0)
+    }
+
+    /// The largest frame the connection behind `handle` sends (see `Call::frame_max`).
+    pub fn frame_max(&self) -> Result<usize> {
+        self.call.frame_max(0)
     }
 
     /// The bytes of `content` (see `Call::bytes`).
@@ -124,6 +134,11 @@ impl<'call> SendPublishArgs<'call> {
     /// The connection behind `handle` (see `Call::connection`).
     pub fn connection(&self) -> Result<&mut NativeConnection> {
         self.call.connection(0)
+    }
+
+    /// The largest frame the connection behind `handle` sends (see `Call::frame_max`).
+    pub fn frame_max(&self) -> Result<usize> {
+        self.call.frame_max(0)
     }
 
     /// The bytes of `content` (see `Call::bytes`).
