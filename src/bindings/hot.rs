@@ -72,11 +72,14 @@ struct Call<'call, const N: usize> {
     args: [Js<'call>; N],
     /// The connection has been taken: a call takes it once, so there is one `&mut` to it.
     connection_taken: Cell<bool>,
+    /// The handle argument, once looked up (a publish asks for it twice: its frame max, then
+    /// the connection).
+    handle: Cell<Option<&'call Handle>>,
 }
 
 impl<'call, const N: usize> Call<'call, N> {
     fn new(env: JsEnv<'call>, args: [Js<'call>; N]) -> Self {
-        Call { env, args, connection_taken: Cell::new(false) }
+        Call { env, args, connection_taken: Cell::new(false), handle: Cell::new(None) }
     }
 
     fn u32(&self, i: usize) -> Result<u32> {
@@ -110,9 +113,7 @@ impl<'call, const N: usize> Call<'call, N> {
     /// is not memory of the call's, and the once-per-call flag keeps it unique.
     #[allow(clippy::mut_from_ref)]
     fn connection(&self, i: usize) -> Result<&mut NativeConnection> {
-        let Some(handle) = self.env.external_data::<Handle>(self.args[i])? else {
-            return Err(JsError::plain("Not a connection handle"));
-        };
+        let handle = self.handle(i)?;
         if self.connection_taken.replace(true) {
             return Err(JsError::plain("The connection was already taken in this call"));
         }
@@ -126,15 +127,25 @@ impl<'call, const N: usize> Call<'call, N> {
     /// The largest frame the connection behind the handle argument `i` may send, read before
     /// the user's values are, so that the encoder reads their tables no further than that.
     fn frame_max(&self, i: usize) -> Result<usize> {
-        let Some(handle) = self.env.external_data::<Handle>(self.args[i])? else {
-            return Err(JsError::plain("Not a connection handle"));
-        };
+        let handle = self.handle(i)?;
         if self.connection_taken.get() {
             return Err(JsError::plain("The connection was already taken in this call"));
         }
         // SAFETY: as for `connection`: live, and not borrowed now (this call has not taken it,
         // and no outer call holds it while JS runs); the shared borrow ends with this read.
         Ok(unsafe { &*handle.connection }.core.sendable_frame_max())
+    }
+
+    /// The handle argument `i` (a call has one).
+    fn handle(&self, i: usize) -> Result<&'call Handle> {
+        if let Some(handle) = self.handle.get() {
+            return Ok(handle);
+        }
+        let Some(handle) = self.env.external_data::<Handle>(self.args[i])? else {
+            return Err(JsError::plain("Not a connection handle"));
+        };
+        self.handle.set(Some(handle));
+        Ok(handle)
     }
 }
 
