@@ -60,6 +60,21 @@ function relay(wrap = (socket) => socket) {
 const nativeSocketServes = require('../lib/native_socket').NativeSocket.serves({});
 
 describe('native TCP transport', { skip: !nativeSocketServes && 'amqp:// takes the stream path here' }, () => {
+  it("names its peer as net.Socket does while connected (remoteAddress, remotePort, remoteFamily)", async () => {
+    const conn = await amqp.connect(BROKER_URL);
+    const { stream } = conn.connection;
+    const peer = { address: stream.remoteAddress, port: stream.remotePort, family: stream.remoteFamily };
+    await conn.close();
+    const plain = await new Promise((resolve, reject) => {
+      const socket = net.connect(BROKER_PORT, BROKER_HOST, () => {
+        resolve({ address: socket.remoteAddress, port: socket.remotePort, family: socket.remoteFamily });
+        socket.destroy();
+      }).on('error', reject);
+    });
+    assert.deepStrictEqual(peer, plain);
+    assert.strictEqual(stream.remotePort, undefined, 'none once closed');
+  });
+
   it('publishes made in one turn leave in one socket write', async () => {
     const conn = await amqp.connect(BROKER_URL);
     const ch = await conn.createChannel();

@@ -8,6 +8,7 @@
 
 const EventEmitter = require('node:events');
 const dns = require('node:dns');
+const net = require('node:net');
 const util = require('node:util');
 const native = require('./native');
 
@@ -88,6 +89,21 @@ class NativeSocket extends EventEmitter {
       this.connectErrors = [];
       this.connectNext();
     });
+  }
+
+  // The peer's address, port and family while connected, as net.Socket has them (APM agents
+  // read them from `connection.stream`).
+  get remoteAddress() {
+    return this.open ? this.address : undefined;
+  }
+
+  get remotePort() {
+    return this.open ? this.port : undefined;
+  }
+
+  get remoteFamily() {
+    if (!this.open) return undefined;
+    return net.isIPv6(this.address) ? 'IPv6' : 'IPv4';
   }
 
   // Tries the next address; when none is left, fails with what each attempt met (one error,
