@@ -15,6 +15,12 @@ const latest = require('amqplib-latest');
 
 const URLS = cluster.NODES.map((n) => n.url);
 const GRACEFUL_STOPS = Number(process.env.CLUSTER_GRACEFUL_STOPS || 20);
+// A graceful stop closes with 320, which is no 'error'. But a publish that reaches a quorum
+// queue whose leader is shutting down can crash the broker's channel process (seen here: a
+// case_clause on register_enqueuer in rabbit_channel:deliver_to_queues), and the broker then
+// closes the connection with 541 INTERNAL_ERROR: an 'error' in amqplib too. Those are the
+// broker's own.
+const BROKER_CRASH = /^Connection closed: 541 \(INTERNAL-ERROR\)/;
 
 let counter = 0;
 const queueName = (what) => `amqplib-rs.cluster.${what}.${process.pid}.${++counter}`;
@@ -170,7 +176,9 @@ describe('a three-node cluster', { timeout: 20 * 60 * 1000 }, () => {
       await sleep(3000);
     }
     const counts = await finish('rolling restart', 'amqplib-rs, three nodes', { publisher, consumer, queue });
-    assert.deepStrictEqual(counts.errors, []);
+    // A rolling restart is three graceful stops: the broker's own 541 (see BROKER_CRASH) may
+    // close a connection then too; any other error is ours.
+    assert.deepStrictEqual(counts.errors.filter((e) => !BROKER_CRASH.test(e)), []);
     assert.strictEqual(counts.lost, 0);
     assert.ok(counts.longestGapMs < 1000, `the longest wait between confirms was ${counts.longestGapMs} ms`);
   });
@@ -196,13 +204,9 @@ describe('a three-node cluster', { timeout: 20 * 60 * 1000 }, () => {
     const counts = await finish('graceful stops', 'amqplib-rs, three nodes', { publisher, consumer, queue }, { stops: GRACEFUL_STOPS, recovered });
     assert.strictEqual(recovered, GRACEFUL_STOPS);
     assert.ok(counts.disconnects >= GRACEFUL_STOPS, `${counts.disconnects} disconnects for ${GRACEFUL_STOPS} stops`);
-    // A graceful stop closes with 320, which is no 'error'. But a publish that reaches a
-    // quorum queue whose leader is shutting down can crash the broker's channel process
-    // (seen here: a case_clause on register_enqueuer in rabbit_channel:deliver_to_queues),
-    // and the broker then closes the connection with 541 INTERNAL_ERROR: an 'error' in
-    // amqplib too. Those are the broker's own; any other error is ours.
-    const brokerCrash = /^Connection closed: 541 \(INTERNAL-ERROR\)/;
-    assert.deepStrictEqual(counts.errors.filter((e) => !brokerCrash.test(e)), []);
+    // A graceful stop closes with 320, which is no 'error'; the broker's own 541 (see
+    // BROKER_CRASH) may; any other error is ours.
+    assert.deepStrictEqual(counts.errors.filter((e) => !BROKER_CRASH.test(e)), []);
     assert.strictEqual(counts.lost, 0);
   });
 });
