@@ -290,7 +290,7 @@ class Channel extends EventEmitter {
       }
     } else {
       cb = unconfirmed.at(index);
-      unconfirmed.settle(index);
+      unconfirmed.set(index, null);
     }
     handle(cb);
   }
@@ -406,22 +406,18 @@ class ConfirmQueue {
   constructor() {
     this.items = [];
     this.start = 0;
-    this.settled = 0; // slots confirmed out of order (null), still in the queue
   }
 
   get length() {
     return this.items.length - this.start;
   }
 
-  // Publishes still waiting for the server's answer.
+  // Publishes still waiting for the server's answer: the slots not confirmed out of order
+  // (null). Counted when asked (the counters), so that confirms keep no count of their own.
   get outstanding() {
-    return this.length - this.settled;
-  }
-
-  // The slot i was confirmed out of order: null from now on, its callback let go.
-  settle(i) {
-    if (this.items[this.start + i] !== null) this.settled++;
-    this.items[this.start + i] = null;
+    let waiting = 0;
+    for (let i = this.start; i < this.items.length; i++) if (this.items[i] !== null) waiting++;
+    return waiting;
   }
 
   at(i) {
@@ -440,7 +436,6 @@ class ConfirmQueue {
     if (this.start >= this.items.length) return undefined;
     const cb = this.items[this.start];
     this.items[this.start++] = undefined; // let go of the callback
-    if (cb === null) this.settled--;
     this.cutTaken();
     return cb;
   }
@@ -459,15 +454,10 @@ class ConfirmQueue {
       for (; i < end; i++) {
         const cb = items[i];
         items[i] = undefined; // let go of the callback
-        if (cb === null) this.settled--;
         each(cb);
       }
     } finally {
-      // A callback threw: let go of those not called (the one that threw is let go already).
-      for (let j = i + 1; j < end; j++) {
-        if (items[j] === null) this.settled--;
-        items[j] = undefined;
-      }
+      items.fill(undefined, i, end); // a callback threw: let go of those not called
     }
   }
 
