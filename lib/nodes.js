@@ -96,4 +96,4 @@ function openFirst(urls, open, cb) {
   tryNode(0);
 }
 
-module.exports = { checkNodeList, nodesOf, withHandshakeTimeout, HANDSHAKE_TIMEOUT, describeNode, defaultPort, allNodesFailed, openFirst };
+module.exports = { checkNodeList, nodesOf, withHandshakeTimeout, describeNode, defaultPort, allNodesFailed, openFirst };

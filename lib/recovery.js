@@ -19,9 +19,9 @@
 // With a list of nodes (lib/nodes.js), each attempt is a round of the list: after a
 // disconnect the next node is tried at once, and the backoff delay applies to whole rounds
 // that failed. `maxRetries` means one thing for one URL and for a list: how many rounds (of
-// one node, or of the list) follow a disconnect before recovery gives up; 0 gives up at once. `shuffle` mixes the list once (so that a fleet of services
-// does not pile onto its first node), and `preferredNode` (an index in the list as given)
-// is where the first round starts. A single URL is a list of one, as amqplib 2.3.1 has it.
+// one node, or of the list) follow a disconnect before recovery gives up; 0 gives up at once.
+// `shuffle` mixes the list once (so that a fleet of services does not pile onto its first
+// node), and `preferredNode` (an index in the list as given) is where the first round starts. A single URL is a list of one, as amqplib 2.3.1 has it.
 //
 // Events: 'connect' (model, { index, node }: which node of the list, and its address),
 // 'disconnect' (err), 'connect-failed' (err),
