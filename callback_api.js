@@ -5,22 +5,16 @@
 const { connect: openConnection } = require('./lib/connect');
 const { CallbackModel } = require('./lib/callback_model');
 const recovery = require('./lib/recovery');
-const { nodesOf, withHandshakeTimeout } = require('./lib/nodes');
+const { atNode, nodesOf, withHandshakeTimeout } = require('./lib/nodes');
 const credentials = require('./lib/credentials');
 const { IllegalOperationError } = require('./lib/error');
 const { processCounters } = require('./lib/counters');
 
-// `nodeIndex`: which node of a list recovery goes round (for tracing).
-function openCallbackModel(url, socketOptions, cb, nodeIndex) {
-  openConnection(
-    url,
-    socketOptions,
-    (err, connection) => {
-      if (err === null) cb(null, new CallbackModel(connection));
-      else cb(err);
-    },
-    nodeIndex,
-  );
+function openCallbackModel(url, socketOptions, cb) {
+  openConnection(url, socketOptions, (err, connection) => {
+    if (err === null) cb(null, new CallbackModel(connection));
+    else cb(err);
+  });
 }
 
 // connect(url, socketOptions, cb), connect(url, cb) or connect(cb).
@@ -45,7 +39,7 @@ function connect(url, socketOptions, cb) {
     const nodeOptions = withHandshakeTimeout(connectionOptions);
     const openModel = (node, index) =>
       new Promise((resolve, reject) => {
-        openCallbackModel(node, nodeOptions, (err, model) => (err ? reject(err) : resolve(model)), index);
+        openCallbackModel(node, atNode(nodeOptions, index), (err, model) => (err ? reject(err) : resolve(model)));
       });
     return recovery.connectWithRecoveryCallback(openModel, recoveryOptions, callback, nodesOf(target));
   }

@@ -5,25 +5,19 @@
 const { connect: openConnection } = require('./lib/connect');
 const { ChannelModel } = require('./lib/channel_model');
 const recovery = require('./lib/recovery');
-const { nodesOf, withHandshakeTimeout } = require('./lib/nodes');
+const { atNode, nodesOf, withHandshakeTimeout } = require('./lib/nodes');
 const credentials = require('./lib/credentials');
 const { IllegalOperationError } = require('./lib/error');
 const { processCounters } = require('./lib/counters');
 
-// `nodeIndex`: which node of a list recovery goes round (for tracing).
-function openChannelModel(url, socketOptions, nodeIndex) {
+function openChannelModel(url, socketOptions) {
   return new Promise((resolve, reject) => {
     // A bad URL throws synchronously inside this executor, which turns it
     // into a rejection.
-    openConnection(
-      url,
-      socketOptions,
-      (err, connection) => {
-        if (err) reject(err);
-        else resolve(new ChannelModel(connection));
-      },
-      nodeIndex,
-    );
+    openConnection(url, socketOptions, (err, connection) => {
+      if (err) reject(err);
+      else resolve(new ChannelModel(connection));
+    });
   });
 }
 
@@ -40,7 +34,7 @@ function connect(url, socketOptions) {
       return Promise.reject(err);
     }
     const nodeOptions = withHandshakeTimeout(connectionOptions);
-    return recovery.connectWithRecoveryPromise((node, index) => openChannelModel(node, nodeOptions, index), recoveryOptions, nodes);
+    return recovery.connectWithRecoveryPromise((node, index) => openChannelModel(node, atNode(nodeOptions, index)), recoveryOptions, nodes);
   }
   return openChannelModel(url, connectionOptions);
 }

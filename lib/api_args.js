@@ -11,20 +11,14 @@
 // Conventions shared by every function below:
 //  - the caller's objects are never mutated;
 //  - a missing `options` behaves like `{}`;
-//  - field tables (`arguments`, `headers`) are built as fresh objects with
-//    only own properties, so that any encoder (JS or native) sees every
-//    entry without having to walk prototype chains. Entries whose value is
-//    `undefined` are dropped by the encoder, as amqplib's encoder does.
+//  - field tables are built as fresh objects: `arguments` with own properties
+//    only, a publish's `headers` over the caller's as its prototype (see
+//    publishHeaders). Entries whose value is `undefined` are dropped by the
+//    encoder, as amqplib's encoder does.
 
 const { MAX_TABLE_BYTES } = require('./boundary');
 
 const NO_OPTIONS = Object.freeze({});
-
-// Shared empty table for publishes without headers. The encoder only reads
-// it, and it saves an allocation on the hot path. An empty table (rather
-// than no table) is what amqplib puts on the wire, so consumers see
-// `properties.headers` as `{}`.
-const EMPTY_TABLE = Object.freeze({});
 
 // Options that RabbitMQ takes as queue arguments, promoted to first-class
 // options of assertQueue: option name -> argument name.
@@ -216,23 +210,14 @@ function routingList(value) {
   return [String(value)];
 }
 
+// A publish's headers: a table of its own whose prototype is the caller's (as amqplib makes
+// it), with CC and BCC over them. What an instrumentation adds (trace headers, in
+// sendMessage or publish) is sent, and never lands on the caller's object. A primitive
+// `headers` throws amqplib's TypeError (Object.create's own).
 function publishHeaders(options) {
-  const cc = options.CC;
-  const bcc = options.BCC;
-  if (cc === undefined && bcc === undefined) {
-    // Nothing to add, so the user's table can be encoded as it is.
-    const headers = options.headers;
-    if (!headers) return EMPTY_TABLE;
-    if (typeof headers === 'object') return headers;
-    return copyTable(headers); // rejects primitives, as amqplib does
-  }
-  // CC and BCC go first, as amqplib encodes them, then the user's headers (which they
-  // override, as amqplib's own keys shadow the user's).
-  const headers = {};
-  if (cc !== undefined) headers.CC = routingList(cc);
-  if (bcc !== undefined) headers.BCC = routingList(bcc);
-  const user = copyTable(options.headers);
-  for (const key of Object.keys(user)) if (!(key in headers)) headers[key] = user[key];
+  const headers = Object.create(options.headers || null);
+  if (options.CC !== undefined) headers.CC = routingList(options.CC);
+  if (options.BCC !== undefined) headers.BCC = routingList(options.BCC);
   return headers;
 }
 

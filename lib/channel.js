@@ -17,7 +17,7 @@ const { ChannelViolation, ChannelClosed } = require('./incoming');
 const { IllegalOperationError, stackCapture } = require('./error');
 const safeEmit = require('./safe_emit');
 const Args = require('./api_args');
-const { isEncodableTag, ChannelRefused } = require('./outgoing');
+const { ChannelRefused } = require('./outgoing');
 const tracing = require('./tracing');
 
 const { constants } = defs;
@@ -36,6 +36,8 @@ class Channel extends EventEmitter {
     this.unconfirmed = new ConfirmQueue();
     // Set when the channel closed with publishes unconfirmed: every waitForConfirms fails.
     this.closedWithUnconfirmed = false;
+    // Set while a confirm channel's traced publish calls Channel#publish.
+    this.publishTraced = false;
     this.on('ack', (fields) => this.handleConfirm(confirmOk, fields));
     this.on('nack', (fields) => this.handleConfirm(confirmNacked, fields));
     this.on('close', () => this.failUnconfirmed(new Error('channel closed')));
@@ -60,28 +62,10 @@ class Channel extends EventEmitter {
     }
   }
 
-  // basic.ack, nack or reject of one delivery tag (a safe integer) with its flags as the
-  // native encoder takes them: no fields object per acknowledgement.
-  sendAcknowledgement(method, tag, flags) {
-    try {
-      return this.connection.sendAcknowledgement(this.handle, method, tag, flags);
-    } catch (err) {
-      throw this.refusal(err);
-    }
-  }
-
   // A send the native core refused (the channel closing or closed), as amqplib words it.
   refusal(err) {
     if (!(err instanceof ChannelRefused)) return err;
     return new IllegalOperationError(err.closing ? 'Channel closing' : 'Channel closed', this.stackAtStateChange);
-  }
-
-  // Both APIs' ack: a tag the server gave goes straight to the encoder (which makes it one
-  // with the ack before it when together they settle all up to this tag: see
-  // core/src/unsettled.rs); anything else is encoded (and refused) as amqplib's would be.
-  sendAck(tag, allUpTo) {
-    if (!isEncodableTag(tag)) return this.sendImmediately(defs.BasicAck, Args.ack(tag, allUpTo));
-    return this.sendAcknowledgement(defs.BasicAck, tag, allUpTo ? 1 : 0);
   }
 
   // Sends now if no RPC is in flight, else queues behind it; traced on amqplib:rpc when
@@ -143,26 +127,27 @@ class Channel extends EventEmitter {
     }
   }
 
-  // publish and sendToQueue of both APIs; traced on amqplib:publish when subscribed, the
-  // subscriber's additions to the properties sent.
+  // Channel#publish of both APIs (and so sendToQueue, and a confirm channel's publish, which
+  // call it as amqplib's do); traced on amqplib:publish when subscribed, the subscriber's
+  // additions to the properties sent.
   publishMessage(exchange, routingKey, content, options) {
-    if (!tracing.publish.hasSubscribers) return this.sendPublish(exchange, routingKey, content, options);
+    if (!tracing.publish.hasSubscribers || this.publishTraced) return this.sendPublish(exchange, routingKey, content, options);
     const context = tracing.publishContext(this, exchange, routingKey, content, options, false);
     return tracing.publish.traceSync(this.sendPublish, context, this, exchange, routingKey, content, context.properties);
   }
 
-  // A confirm channel's publish: `cb` hears the server's ack (null) or nack (an Error); traced
-  // through to that outcome.
-  publishConfirmed(exchange, routingKey, content, options, cb) {
-    if (!tracing.publish.hasSubscribers) {
-      // If the publish throws (closed channel), no callback is queued.
-      const written = this.sendPublish(exchange, routingKey, content, options);
-      this.pushConfirmCallback(cb);
-      return written;
-    }
+  // A confirm channel's publish when traced: `publish(properties)` is its Channel#publish,
+  // traced here through to the server's ack (null) or nack (an Error), which `cb` hears.
+  tracePublishConfirmed(exchange, routingKey, content, options, cb, publish) {
     const context = tracing.publishContext(this, exchange, routingKey, content, options, true);
     const send = (confirmed) => {
-      const written = this.sendPublish(exchange, routingKey, content, context.properties);
+      this.publishTraced = true; // traced here, not again by publishMessage
+      let written;
+      try {
+        written = publish(context.properties);
+      } finally {
+        this.publishTraced = false;
+      }
       this.pushConfirmCallback(confirmed);
       return written;
     };

@@ -9,6 +9,7 @@
 const EventEmitter = require('node:events');
 const defs = require('./defs');
 const Args = require('./api_args');
+const tracing = require('./tracing');
 const { BaseChannel, convertCloseFrameToError } = require('./channel');
 
 // Connection events that the model re-emits as its own.
@@ -204,7 +205,7 @@ class Channel extends BaseChannel {
   }
 
   ack(message, allUpTo) {
-    this.sendAck(message.fields.deliveryTag, allUpTo);
+    this.sendImmediately(defs.BasicAck, Args.ack(message.fields.deliveryTag, allUpTo));
   }
 
   ackAll() {
@@ -243,7 +244,14 @@ class Channel extends BaseChannel {
 // (`null` for an ack, an Error for a nack).
 class ConfirmChannel extends Channel {
   publish(exchange, routingKey, content, options, cb) {
-    return this.publishConfirmed(exchange, routingKey, content, options, cb);
+    if (tracing.publish.hasSubscribers) {
+      return this.tracePublishConfirmed(exchange, routingKey, content, options, cb, (properties) => super.publish(exchange, routingKey, content, properties));
+    }
+    // As amqplib's: Channel#publish (which instrumentation hooks), then the callback queued
+    // (not if the publish throws).
+    const written = super.publish(exchange, routingKey, content, options);
+    this.pushConfirmCallback(cb);
+    return written;
   }
 
   sendToQueue(queue, content, options, cb) {

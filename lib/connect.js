@@ -15,7 +15,7 @@ const net = require('node:net');
 const { NativeSocket } = require('./native_socket');
 const QS = require('node:querystring');
 const credentials = require('./credentials');
-const { checkNodeList, defaultPort, describeNode, openFirst, withHandshakeTimeout } = require('./nodes');
+const { checkNodeList, defaultPort, describeNode, nodeIndexOf, openFirst, withHandshakeTimeout } = require('./nodes');
 const tracing = require('./tracing');
 const pkg = require('../package.json');
 
@@ -203,11 +203,10 @@ function abandon(sock) {
 // Open a connection to `url`, or to the first node of a list of them that will (see
 // lib/nodes.js); calls `openCallback(null, connection)` or `openCallback(err)`. Throws
 // synchronously if a single URL's protocol is neither amqp: nor amqps:, or a list is empty or
-// holds anything but URLs.
-// `nodeIndex` is where a single URL stands in a list of nodes (recovery goes round one).
-function connect(url, socketOptions, openCallback, nodeIndex = 0) {
+// holds anything but URLs. amqplib's signature, the callback last: instrumentation wraps it.
+function connect(url, socketOptions, openCallback) {
   if (!Array.isArray(url)) {
-    connectToNode(url, socketOptions, openCallback, nodeIndex);
+    connectToNode(url, socketOptions, openCallback, nodeIndexOf(socketOptions));
     return;
   }
   checkNodeList(url);

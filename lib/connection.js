@@ -407,10 +407,6 @@ class Connection extends EventEmitter {
     return this.outgoing.sendMethod(channel, method, fields);
   }
 
-  sendAcknowledgement(channel, method, tag, flags) {
-    return this.outgoing.sendAcknowledgement(channel, method, tag, flags);
-  }
-
   sendMessage(channel, method, fields, properties, props, content) {
     return this.outgoing.sendMessage(channel, method, fields, properties, props, content);
   }
@@ -496,13 +492,12 @@ function invalidOp(msg, stack) {
 function invalidateSend(conn, msg, stack, channel0Only = false) {
   const refuse = invalidOp(msg, stack);
   if (!channel0Only) {
-    conn.sendMethod = conn.sendMessage = conn.sendAcknowledgement = refuse;
+    conn.sendMethod = conn.sendMessage = refuse;
     return;
   }
   const outgoing = conn.outgoing;
   conn.sendMethod = (channel, ...rest) => (channel === 0 ? refuse() : outgoing.sendMethod(channel, ...rest));
   conn.sendMessage = (channel, ...rest) => (channel === 0 ? refuse() : outgoing.sendMessage(channel, ...rest));
-  conn.sendAcknowledgement = (channel, ...rest) => (channel === 0 ? refuse() : outgoing.sendAcknowledgement(channel, ...rest));
 }
 
 // Streams that are not Duplexes (old-style) get a Duplex around them.

@@ -30,6 +30,21 @@ function withHandshakeTimeout(socketOptions) {
   return { ...socketOptions, timeout: HANDSHAKE_TIMEOUT };
 }
 
+// Where a node's URL stands in the list recovery goes round (for tracing): carried by its
+// socket options, as lib/connect.js's `connect` takes amqplib's three arguments, the
+// callback last (instrumentation wraps that one).
+const NODE_INDEX = Symbol('amqplib-rs node index');
+
+// `socketOptions` for the node at `index`; the index is kept out of what gets copied on.
+function atNode(socketOptions, index) {
+  return Object.defineProperty({ ...socketOptions }, NODE_INDEX, { value: index });
+}
+
+// The node index `atNode` gave, or 0.
+function nodeIndexOf(socketOptions) {
+  return socketOptions?.[NODE_INDEX] ?? 0;
+}
+
 // The nodes `connect` was given: a checked list, or a single URL (whatever it is: it is
 // checked as amqplib checks it) as a list of one.
 function nodesOf(url) {
@@ -96,4 +111,4 @@ function openFirst(urls, open, cb) {
   tryNode(0);
 }
 
-module.exports = { checkNodeList, nodesOf, withHandshakeTimeout, describeNode, defaultPort, allNodesFailed, openFirst };
+module.exports = { checkNodeList, nodesOf, withHandshakeTimeout, atNode, nodeIndexOf, describeNode, defaultPort, allNodesFailed, openFirst };

@@ -258,16 +258,19 @@ function sameProperty(value, kept) {
   return value === kept || (kept instanceof TableSnapshot && kept.matches(value));
 }
 
-// What a table's encoding depends on: the same object, with the same keys in the same order
-// and the same primitive values (Object.is: -0 and NaN encode differently). Its entries are
-// read again at each check, so a table changed in between is noticed.
+// What a table's encoding depends on: the same keys in the same order (its own, then those of
+// its prototypes, as the encoder and for-in read them) with the same primitive values
+// (Object.is: -0 and NaN encode differently). Any object that enumerates so encodes the same,
+// so a publish's headers, a fresh object each time (lib/api_args.js), match the last ones'.
 class TableSnapshot {
   static MAX_ENTRIES = 32;
+  // How far up a table's prototypes may go: a publish's headers over the caller's, over
+  // Object.prototype (or null), with a traced publish's copy between them (lib/tracing.js).
+  static MAX_DEPTH = 3;
 
-  // A snapshot of a plain object of primitive values, or null.
+  // A snapshot of a table of primitive values made of plain objects, or null.
   static of(table) {
-    const proto = Object.getPrototypeOf(table);
-    if (proto !== Object.prototype && proto !== null) return null;
+    if (!TableSnapshot.isPlain(table)) return null;
     const keys = [];
     const values = [];
     for (const key in table) {
@@ -277,17 +280,27 @@ class TableSnapshot {
       keys.push(key);
       values.push(value);
     }
-    return new TableSnapshot(table, keys, values);
+    return new TableSnapshot(keys, values);
   }
 
-  constructor(table, keys, values) {
-    this.table = table;
+  // Whether the table and its prototypes are plain objects, as tables usually are; any other
+  // is left to the encoder.
+  static isPlain(table) {
+    let proto = Object.getPrototypeOf(table);
+    for (let depth = 0; depth < TableSnapshot.MAX_DEPTH; depth++) {
+      if (proto === Object.prototype || proto === null) return true;
+      proto = Object.getPrototypeOf(proto);
+    }
+    return false;
+  }
+
+  constructor(keys, values) {
     this.keys = keys;
     this.values = values;
   }
 
   matches(table) {
-    if (table !== this.table) return false;
+    if (typeof table !== 'object' || table === null) return false;
     const { keys, values } = this;
     let i = 0;
     for (const key in table) {
@@ -298,4 +311,4 @@ class TableSnapshot {
   }
 }
 
-module.exports = { Outgoing, isEncodableTag, ChannelRefused };
+module.exports = { Outgoing, ChannelRefused };
