@@ -412,13 +412,15 @@ function childScenarios() {
       const { execFile } = require('node:child_process');
       const s = await connectThroughProxy();
       const link = [...s.proxy.links][0];
-      const name = `127.0.0.1:${link.server.localPort} -> 127.0.0.1:5672`;
+      const name = `${link.server.localAddress}:${link.server.localPort} -> ${link.server.remoteAddress}:${link.server.remotePort}`;
       const confirms = confirmTracker();
       s.proxy.stall();
       for (let n = 0; n < 3; n++) s.cch.sendToQueue(s.q, Buffer.from(`m${n}`), {}, confirms.callback(n));
       const rpc = settle(s.ch.checkQueue(s.q));
-      // As brokerCtl says: Debian's wrapper as root, or through sudo -n (GitHub's runners).
-      const [command, ...before] = require('../scripts/system').brokerCtl().command;
+      // The CLI of the broker behind AMQP_URL, as brokerCtlFor says: for the system broker,
+      // Debian's wrapper as root or through sudo -n (GitHub's runners); for a RabbitMQ 4 node of
+      // scripts/rabbitmq4.js's, its chroot.
+      const [command, ...before] = require('../scripts/system').brokerCtlFor(AMQP_URL).command;
       const ctl = (args) =>
         new Promise((resolve, reject) => {
           execFile(command, [...before, ...args], { timeout: 15000 }, (err, stdout, stderr) =>
@@ -808,9 +810,10 @@ function defineTests() {
       assert.deepStrictEqual(ours.events, theirs.events, 'the same events as amqplib');
     });
 
-    // rabbitmqctl, where the broker runs here (not for a Node under Wine, say), and where it can
-    // be run: Debian's only as root or rabbitmq, so by a user through sudo -n (scripts/system.js).
-    const noCtl = require('../scripts/system').brokerCtl().skip ?? false;
+    // rabbitmqctl of the broker behind AMQP_URL, where it runs here (not for a Node under Wine,
+    // say), and where it can be run: Debian's only as root or rabbitmq, so by a user through
+    // sudo -n; a RabbitMQ 4 node's by chroot (scripts/system.js's brokerCtlFor).
+    const noCtl = require('../scripts/system').brokerCtlFor(AMQP_URL).skip ?? false;
     it('the broker forces the connection closed: close with 320 and no error event, as amqplib', { skip: noCtl }, async (t) => {
       const [ours, theirs] = await Promise.all([runScenario('forced'), runScenario('forced', { lib: 'amqplib' })]);
       t.diagnostic(`ours: ${ours.events.join(' | ')}; close error ${JSON.stringify(ours.closeError)}`);

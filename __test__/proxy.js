@@ -1,6 +1,6 @@
 'use strict';
 // A small TCP proxy on loopback for the fault tests: it sits between a client and the broker
-// and forwards bytes both ways, until told otherwise:
+// (AMQP_URL's) and forwards bytes both ways, until told otherwise:
 //
 //   cutNow()              destroy both sides of every link at once
 //   cutAfter(dir, n)      forward exactly n more bytes in direction dir ('up' is client to
@@ -154,8 +154,14 @@ class Link extends EventEmitter {
   }
 }
 
+// The broker the tests use: AMQP_URL (default amqp://127.0.0.1), whose host and port the
+// proxy forwards to, and whose credentials and vhost its url() keeps.
+const BROKER = new URL(process.env.AMQP_URL || 'amqp://127.0.0.1');
+const BROKER_HOST = BROKER.hostname.replace(/^\[(.*)\]$/, '$1') || '127.0.0.1';
+const BROKER_PORT = Number(BROKER.port) || (BROKER.protocol === 'amqps:' ? 5671 : 5672);
+
 class Proxy extends EventEmitter {
-  constructor({ host = '127.0.0.1', port = 5672 } = {}) {
+  constructor({ host = BROKER_HOST, port = BROKER_PORT } = {}) {
     super();
     this.target = { host, port };
     this.links = new Set();
@@ -185,8 +191,10 @@ class Proxy extends EventEmitter {
     });
   }
 
+  // AMQP_URL's user and vhost, through the proxy (guest, as amqplib takes it, when it has none).
   url(query = '') {
-    return `amqp://guest:guest@127.0.0.1:${this.port}${query ? `?${query}` : ''}`;
+    const user = BROKER.username ? `${BROKER.username}:${BROKER.password}` : 'guest:guest';
+    return `amqp://${user}@127.0.0.1:${this.port}${BROKER.pathname}${query ? `?${query}` : ''}`;
   }
 
   // Resolves with the next link made (or the current one, if `existing` and there is one).

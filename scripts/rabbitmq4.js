@@ -477,23 +477,28 @@ async function status(options = {}) {
   return { release, root: rootDir(release), rabbitmq: info.rabbitmq, name: node.name, url: node.url, pid: pid || null, amqp: await node.accepts() };
 }
 
-// The rabbitmqctl (argv) of the node of ours behind `url` (by its port), if a root is made for
-// it; null for any other URL. What scripts/system.js's brokerCtlFor asks.
-function ctlCommandFor(url) {
-  const port = Number(new URL(url).port);
+// The options ({ release, refuseDeprecated }) of the single node whose AMQP port is `port`, or
+// null when none of ours has it.
+function singleNodeFor(port) {
   for (const release of RELEASES) {
     for (const refuseDeprecated of [false, true]) {
-      const spec = singleNodeSpec(release, refuseDeprecated);
-      const info = rootInfo(release);
-      if (spec.port !== port || !info) continue;
-      const root = { ...info, dir: rootDir(release) };
-      return new ChrootNode(root, spec).ctlCommand();
+      if (singleNodeSpec(release, refuseDeprecated).port === port) return { release, refuseDeprecated };
     }
   }
   return null;
 }
 
-module.exports = { RELEASES, ChrootNode, ensureRoot, start, stop, status, withLock, ctlCommandFor, rootDir };
+// The rabbitmqctl (argv) of the single node of ours behind `url` (by its port), if its root is
+// made; null for any other URL. What scripts/system.js's brokerCtlFor asks.
+function ctlCommandFor(url) {
+  const options = singleNodeFor(Number(new URL(url).port));
+  const info = options && rootInfo(options.release);
+  if (!info) return null;
+  const root = { ...info, dir: rootDir(options.release) };
+  return new ChrootNode(root, singleNodeSpec(options.release, options.refuseDeprecated)).ctlCommand();
+}
+
+module.exports = { RELEASES, ChrootNode, ensureRoot, start, stop, status, withLock, singleNodeFor, ctlCommandFor, rootDir };
 
 function parseArgs(argv) {
   const dashes = argv.indexOf('--');

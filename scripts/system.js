@@ -174,4 +174,24 @@ function brokerCtl() {
   return { skip: `${file} (Debian's) runs only as root or rabbitmq, and sudo -n is not available to ${os.userInfo().username}` };
 }
 
-module.exports = { isRoot, canSudo, asRoot, runAsRoot, has, aptInstall, useVenv, pipInstall, versioned, brokerCtl, VENV_BIN };
+// How to run the rabbitmqctl of the broker behind `url` (the tests' AMQP_URL), answered as
+// brokerCtl answers: AMQPLIB_RS_RABBITMQCTL when set (the argv as a JSON array: `node
+// scripts/rabbitmq4.js run` sets it), else the node of scripts/rabbitmq4.js's that has the URL's
+// port, else the system broker's for the default port on loopback; any other broker's CLI is
+// not known here.
+function brokerCtlFor(url) {
+  if (process.env.AMQPLIB_RS_RABBITMQCTL) return { command: JSON.parse(process.env.AMQPLIB_RS_RABBITMQCTL) };
+  const target = new URL(url);
+  const port = Number(target.port) || (target.protocol === 'amqps:' ? 5671 : 5672);
+  try {
+    const chroot = require('./rabbitmq4').ctlCommandFor(url);
+    if (chroot) return { command: chroot };
+  } catch (err) {
+    return { skip: `the rabbitmqctl of the RabbitMQ 4 node on port ${port} cannot be run: ${err.message}` };
+  }
+  const loopback = ['localhost', '127.0.0.1', '[::1]'].includes(target.hostname);
+  if (loopback && port === 5672) return brokerCtl();
+  return { skip: `no rabbitmqctl is known for the broker at ${target.hostname}:${port} (AMQPLIB_RS_RABBITMQCTL may give its argv as JSON)` };
+}
+
+module.exports = { isRoot, canSudo, asRoot, runAsRoot, has, aptInstall, useVenv, pipInstall, versioned, brokerCtl, brokerCtlFor, VENV_BIN };
