@@ -26,14 +26,24 @@ function copySuite() {
   fs.cpSync(original, copy, { recursive: true });
 }
 
+// The broker the suite is pointed at: AMQP_URL, default amqp://localhost. The suite reads
+// URL (channel_api.test.js), set to it; its other files connect to amqp://localhost (5672)
+// whatever either says.
+const BROKER_URL = process.env.AMQP_URL || 'amqp://localhost';
+const broker = new URL(BROKER_URL);
+const BROKER = {
+  host: broker.hostname === 'localhost' ? '127.0.0.1' : broker.hostname.replace(/^\[(.*)\]$/, '$1'),
+  port: Number(broker.port) || 5672,
+};
+
 // The suite's "ipv6" test connects to amqp://[::1]. A broker configured to listen on
 // 127.0.0.1 only (as this project's machines are) does not answer there, and amqplib itself
 // fails that test on such a machine; so, when nothing listens on [::1]:5672, the runner
-// relays that port to the IPv4 broker for the duration of the run.
+// relays that port to AMQP_URL's broker for the duration of the run.
 function relayIpv6ToBroker() {
   return new Promise((resolve) => {
     const server = net.createServer((client) => {
-      const upstream = net.connect({ host: '127.0.0.1', port: 5672 });
+      const upstream = net.connect(BROKER);
       client.pipe(upstream).pipe(client);
       const end = () => {
         client.destroy();
@@ -62,9 +72,9 @@ function runSuite() {
     ...exemptions.tests.map((t) => `--test-skip-pattern=^${escapeRegExp(t.name)}$`),
     ...files.map((f) => path.join('test', f)),
   ];
-  console.log(`compat: amqplib@2.0.1 suite on Node ${process.version}, ${files.length} files`);
+  console.log(`compat: amqplib@2.0.1 suite on Node ${process.version}, ${files.length} files, broker ${BROKER.host}:${BROKER.port}`);
   return new Promise((resolve) => {
-    const run = spawn(process.execPath, args, { cwd: here, stdio: 'inherit' });
+    const run = spawn(process.execPath, args, { cwd: here, stdio: 'inherit', env: { ...process.env, URL: process.env.URL || BROKER_URL } });
     run.on('exit', () => {
       const lines = fs.existsSync(resultsFile) ? fs.readFileSync(resultsFile, 'utf8').split('\n').filter(Boolean) : [];
       resolve(lines.map((l) => JSON.parse(l)));

@@ -1,14 +1,17 @@
 #!/usr/bin/env node
 'use strict';
 // Makes sure a broker answers at AMQP_URL (default amqp://localhost) before the tests that
-// need one. If nothing answers and RabbitMQ is installed here, starts it and waits (60 s at
-// most); otherwise fails at once, saying how to get one.
+// need one. If nothing answers at the port of a RabbitMQ 4 node of scripts/rabbitmq4.js's, starts
+// that node (and leaves it running, as `node scripts/rabbitmq4.js start` does); if nothing
+// answers at 5672 and RabbitMQ is installed here, starts it and waits (60 s at most); otherwise
+// fails at once, saying how to get one.
 
 const { answers: tcpAnswers } = require('./answers');
 const { spawnSync } = require('node:child_process');
 
 const url = new URL(process.env.AMQP_URL || 'amqp://localhost');
-const host = url.hostname || 'localhost';
+// An IPv6 address without the brackets the URL writes it in, as net.connect takes it.
+const host = url.hostname.replace(/^\[(.*)\]$/, '$1') || 'localhost';
 const port = Number(url.port) || (url.protocol === 'amqps:' ? 5671 : 5672);
 
 const answers = () => tcpAnswers(host, port);
@@ -22,7 +25,13 @@ function installed() {
 async function main() {
   if (await answers()) return;
   const local = host === 'localhost' || host === '127.0.0.1' || host === '::1';
-  if (!local || !installed()) {
+  const rabbitmq4 = local && require('./rabbitmq4').singleNodeFor(port);
+  if (rabbitmq4) {
+    console.error(`No broker at ${host}:${port}: starting the RabbitMQ 4 node of scripts/rabbitmq4.js's that has that port`);
+    await require('./rabbitmq4').start(rabbitmq4);
+    return;
+  }
+  if (!local || port !== 5672 || !installed()) {
     console.error(
       `No AMQP broker answers at ${host}:${port}.\n` +
         'Install RabbitMQ (e.g. `apt-get install rabbitmq-server`) so the tests can start it, ' +
