@@ -16,53 +16,18 @@
 // delivery whose parent is the publish span of that message (the trace context travels in the
 // headers), the attributes of the connection on both.
 
-const { describe, it, after } = require('node:test');
+const { describe, it } = require('node:test');
 const assert = require('node:assert');
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 
-const ROOT = path.join(__dirname, '..');
+const { ROOT, pkg, AMQPLIB_LATEST, withOurs, withAmqplib } = require('./installed');
 const AMQP_URL = process.env.AMQP_URL || 'amqp://localhost';
-const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
-const AMQPLIB_LATEST = path.dirname(require.resolve('amqplib-latest'));
 const readJson = (file) => JSON.parse(fs.readFileSync(file, 'utf8'));
 
-const temps = [];
-after(() => {
-  for (const dir of temps) fs.rmSync(dir, { recursive: true, force: true });
-});
-
-// A project directory whose node_modules/amqplib is `fill(dir)`'s work.
-function project(fill) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'amqplib-rs-tracing-'));
-  temps.push(dir);
-  const installed = path.join(dir, 'node_modules', 'amqplib');
-  fs.mkdirSync(installed, { recursive: true });
-  fill(installed);
-  fs.writeFileSync(path.join(dir, 'app.js'), APP);
-  return dir;
-}
-
-// Ours as the alias installs it: the files of package.json's `files`, and package.json. The
-// addon comes from this checkout's native/ (linked: only the JavaScript's paths matter here).
-function layOutOurs(version) {
-  return project((installed) => {
-    for (const entry of pkg.files) fs.cpSync(path.join(ROOT, entry), path.join(installed, entry), { recursive: true });
-    const manifest = version ? { ...pkg, version } : pkg;
-    fs.writeFileSync(path.join(installed, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
-    fs.symlinkSync(path.join(ROOT, 'native'), path.join(installed, 'native'), 'dir');
-  });
-}
-
-// amqplib 2.3.1 itself, copied (a link would resolve to node_modules/amqplib-latest, a name the
-// instrumentation does not know).
-function layOutAmqplib() {
-  return project((installed) => {
-    fs.cpSync(AMQPLIB_LATEST, installed, { recursive: true });
-  });
-}
+const layOutOurs = (version) => withOurs({ 'app.js': APP }, version);
+const layOutAmqplib = () => withAmqplib({ 'app.js': APP });
 
 // The application. OpenTelemetry comes from this checkout's node_modules (DEPS_ROOT); `amqplib`
 // from the project's own.

@@ -51,6 +51,7 @@ class NativeSocket extends EventEmitter {
     this.open = false;
     this.destroyed = false;
     this.timeout = null;
+    this._host = null;
     this.writableLength = 0; // what waits is in the session, which the connection asks itself
     this.onEvent = this.onEvent.bind(this);
   }
@@ -80,6 +81,7 @@ class NativeSocket extends EventEmitter {
   }
 
   start({ host = 'localhost', port = 5672, family = 0, autoSelectFamily }) {
+    this._host = host;
     dns.lookup(host, { family, all: true }, (err, addresses) => {
       if (this.destroyed) return;
       if (err) return this.fail(err);
@@ -91,8 +93,9 @@ class NativeSocket extends EventEmitter {
     });
   }
 
-  // The peer's address, port and family while connected, as net.Socket has them (APM agents
-  // read them from `connection.stream`).
+  // The peer's address, port and family while connected, as net.Socket has them, and the host
+  // it was asked for as `_host` (APM agents read them from `connection.stream`: dd-trace tags
+  // out.host with `_host`).
   get remoteAddress() {
     return this.open ? this.address : undefined;
   }
