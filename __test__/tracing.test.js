@@ -151,7 +151,7 @@ describe('OpenTelemetry instrumentation-amqplib under the alias', () => {
   it('the files and functions it patches are where amqplib 2.3.1 has them', () => {
     const shape = (dir) => {
       const load = (file) => require(path.join(dir, 'lib', file));
-      const methods = ['publish', 'consume', 'ack', 'nack', 'reject', 'ackAll', 'nackAll', 'emit'];
+      const methods = ['publish', 'consume', 'get', 'cancel', 'ack', 'nack', 'reject', 'ackAll', 'nackAll', 'emit', 'assertQueue', 'assertExchange', 'bindQueue', 'qos', 'prefetch', 'close', 'open'];
       const models = {};
       for (const file of ['channel_model.js', 'callback_model.js']) {
         const { Channel, ConfirmChannel } = load(file);
@@ -161,8 +161,16 @@ describe('OpenTelemetry instrumentation-amqplib under the alias', () => {
           confirmExtendsChannel: ConfirmChannel.prototype instanceof Channel,
         };
       }
+      // The agents' hook points (the README's table), as own methods of the same classes, so
+      // that those which rewrite a class's methods at load (orchestrion) find them there.
+      const own = (proto, names) => names.filter((m) => Object.hasOwn(proto, m) && typeof proto[m] === 'function');
+      const channel = load('channel.js');
+      const core = {
+        channel: own(channel.Channel.prototype, ['sendImmediately', 'sendMessage', 'sendOrEnqueue']),
+        baseChannel: own(channel.BaseChannel.prototype, ['registerConsumer', 'dispatchMessage']),
+      };
       const { connect } = load('connect.js');
-      return { models, connect: [typeof connect, connect.length] };
+      return { models, core, connect: [typeof connect, connect.length] };
     };
     assert.deepStrictEqual(shape(ROOT), shape(AMQPLIB_LATEST));
   });
