@@ -213,9 +213,11 @@ function routingList(value) {
 // A publish's headers: a table of its own whose prototype is the caller's (as amqplib makes
 // it), with CC and BCC over them. What an instrumentation adds (trace headers, in
 // sendMessage or publish) is sent, and never lands on the caller's object. A primitive
-// `headers` throws amqplib's TypeError (Object.create's own).
+// `headers` throws amqplib's TypeError (Object.create's own). Without headers, a literal: V8
+// makes Object.create(null) a dictionary, slower to fill and to read than `{}`, which encodes
+// the same (Object.prototype has nothing enumerable).
 function publishHeaders(options) {
-  const headers = Object.create(options.headers || null);
+  const headers = options.headers ? Object.create(options.headers) : {};
   if (options.CC !== undefined) headers.CC = routingList(options.CC);
   if (options.BCC !== undefined) headers.BCC = routingList(options.BCC);
   return headers;
