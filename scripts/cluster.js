@@ -3,8 +3,14 @@
 // A 3-node RabbitMQ cluster on loopback (AMQP on 5681-5683) for the tests that need one:
 // quorum queues, leaders that move, nodes that die, memory alarms.
 //
-//   node scripts/cluster.js start|stop|status
+//   node scripts/cluster.js start|stop|status [--release sid|trixie]
 //   const cluster = require('./scripts/cluster'); await cluster.start(); ... cluster.kill(1)
+//
+// With AMQPLIB_RS_CLUSTER_RELEASE=sid or trixie (or --release), the cluster is of RabbitMQ 4.x
+// (4.3 or 4.0) on scripts/rabbitmq4.js's root of that release (made first if need be), AMQP on
+// 5691-5693, one epmd of its own on 4690, with Khepri as its metadata store (4.3 has no other; on
+// 4.0 the feature flag khepri_db is enabled once the cluster is formed). The nodes are
+// rabbitmq4.js's ChrootNode: their state is in the root, and they are run as its rabbitmq.
 //
 // Each node has its own config, ports and state under one directory (AMQPLIB_RS_CLUSTER_DIR,
 // default $TMPDIR/amqplib-rs-cluster-<user>: one per user, so that what a run as root left, owned
@@ -25,13 +31,21 @@ const os = require('node:os');
 const path = require('node:path');
 const util = require('node:util');
 
-const DIR = process.env.AMQPLIB_RS_CLUSTER_DIR || path.join(os.tmpdir(), `amqplib-rs-cluster-${os.userInfo().username}`);
+const flag = (name) => (require.main === module && process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : undefined);
+const RELEASE = process.env.AMQPLIB_RS_CLUSTER_RELEASE || flag('--release') || null;
+const rabbitmq4 = RELEASE ? require('./rabbitmq4') : null;
+if (RELEASE && !rabbitmq4.RELEASES.includes(RELEASE)) throw new Error(`AMQPLIB_RS_CLUSTER_RELEASE is one of ${rabbitmq4.RELEASES.join(', ')}, not ${RELEASE}`);
+const DIR =
+  process.env.AMQPLIB_RS_CLUSTER_DIR || path.join(os.tmpdir(), `amqplib-rs-cluster-${RELEASE ? `${RELEASE}-` : ''}${os.userInfo().username}`);
 // Short names on `localhost` work here: Debian's own broker runs as rabbit@localhost.
-const NODES = [1, 2, 3].map((n) => ({
-  name: `rs${n}@localhost`,
-  port: 5680 + n,
-  url: `amqp://guest:guest@127.0.0.1:${5680 + n}`,
+const FIRST_PORT = RELEASE ? 5691 : 5681;
+const NODES = [0, 1, 2].map((n) => ({
+  name: `rs${n + 1}@localhost`,
+  port: FIRST_PORT + n,
+  url: `amqp://guest:guest@127.0.0.1:${FIRST_PORT + n}`,
 }));
+// The 4.x cluster's epmd, shared by its nodes (they find each other through it); never 4369.
+const EPMD_PORT = 4690;
 
 // Debian's rabbitmq-server and rabbitmqctl on PATH are one wrapper that refuses users other than
 // root and rabbitmq and, run as rabbitmq, sends the server's output to
@@ -46,6 +60,18 @@ const STOP_TIMEOUT = 15_000;
 const LOCK_TIMEOUT = 300_000;
 
 let log = util.debuglog('amqplib-rs-cluster');
+// The 4.x nodes' own steps (boot, stop) in the cluster's log.
+if (RELEASE) rabbitmq4.useLog((message) => log(message));
+
+let chrootNodes;
+// Node i of a 4.x cluster, once its root is made (start() makes it).
+function chrootNode(i) {
+  if (!chrootNodes) {
+    const root = rabbitmq4.madeRoot(RELEASE);
+    chrootNodes = NODES.map((node, n) => new rabbitmq4.ChrootNode(root, { name: `rs${n + 1}`, port: node.port, epmdPort: EPMD_PORT, config: discoveryConfig(n) }));
+  }
+  return chrootNodes[i];
+}
 
 const nodeDir = (i) => path.join(DIR, `rs${i + 1}`);
 const envFile = (i) => path.join(nodeDir(i), 'rabbitmq-env.conf');
@@ -92,7 +118,7 @@ function run(command, args, { env, timeout = CTL_TIMEOUT }) {
   });
 }
 
-const ctl = (i, args, timeout) => run(CTL, ['-n', NODES[i].name, ...args], { env: childEnv(i), timeout });
+const ctl = (i, args, timeout) => (RELEASE ? chrootNode(i).ctl(args, timeout) : run(CTL, ['-n', NODES[i].name, ...args], { env: childEnv(i), timeout }));
 
 const accepts = (port) => answers('127.0.0.1', port);
 
@@ -119,18 +145,20 @@ function readPid(file) {
   }
 }
 
+// A process of another user (a 4.x node runs as its root's rabbitmq) answers kill 0 with EPERM.
 function alive(pid) {
   try {
     process.kill(pid, 0);
     return true;
-  } catch {
-    return false;
+  } catch (err) {
+    return err.code === 'EPERM';
   }
 }
 
 // The pid of node i's VM, or 0. A pid file outlives a killed node and its pid may be reused,
 // so where there is a /proc the process must also carry this node's env file in its environment.
 function nodePid(i) {
+  if (RELEASE) return chrootNode(i).pid();
   const pid = readPid(pidFile(i));
   if (!pid || !alive(pid)) return 0;
   if (!fs.existsSync('/proc/self')) return pid;
@@ -163,6 +191,13 @@ function writeFile(file, text) {
   chown(file);
 }
 
+// rs1 seeds the cluster: with peers to discover it would try them for 5 s before going on
+// alone. The others, booting blank, join whichever peer runs.
+function discoveryConfig(i) {
+  if (i === 0) return [];
+  return ['cluster_formation.peer_discovery_backend = classic_config', ...NODES.map((node, n) => `cluster_formation.classic_config.nodes.${n + 1} = ${node.name}`)];
+}
+
 // The node's own files. The system rabbitmq.conf would put every node on 5672, and the system
 // rabbitmq-env.conf names them all rabbit@localhost: each node gets its own of both.
 function writeNodeFiles(i) {
@@ -171,11 +206,8 @@ function writeNodeFiles(i) {
   const dir = nodeDir(i);
   fs.mkdirSync(dir, { recursive: true });
   chown(dir);
-  // rs1 seeds the cluster: with peers to discover it would try them for 5 s before going on
-  // alone. The others, booting blank, join whichever peer runs.
-  const peers = NODES.map((node, n) => `cluster_formation.classic_config.nodes.${n + 1} = ${node.name}\n`).join('');
-  const discovery = i === 0 ? '' : `cluster_formation.peer_discovery_backend = classic_config\n${peers}`;
-  writeFile(path.join(dir, 'rabbitmq.conf'), `listeners.tcp.1 = 127.0.0.1:${NODES[i].port}\nloopback_users = none\n${discovery}`);
+  const config = [`listeners.tcp.1 = 127.0.0.1:${NODES[i].port}`, 'loopback_users = none', ...discoveryConfig(i), ''];
+  writeFile(path.join(dir, 'rabbitmq.conf'), config.join('\n'));
   // No plugins at all (not even management): less to boot and less CPU.
   writeFile(path.join(dir, 'enabled_plugins'), '[].\n');
   writeFile(
@@ -201,6 +233,7 @@ function writeNodeFiles(i) {
 
 // Starts node i's VM, detached so that it outlives this process, and waits for AMQP.
 async function boot(i) {
+  if (RELEASE) return chrootNode(i).boot();
   // Readiness is a TCP connect, so a port held by another process would pass for this node.
   const { name, port } = NODES[i];
   if (await accepts(port)) throw new Error(`${name} is not running, but another process holds 127.0.0.1:${port}`);
@@ -296,8 +329,11 @@ async function startUnlocked() {
   if (NODES.every((_, i) => !nodePid(i))) {
     // Nothing runs: start from blank state, so no queue of an earlier run is left and no node
     // waits for the one that stopped last. rs1 goes first so the others have someone to join.
-    log(`cold start: wiping ${NODES.map((_, i) => nodeDir(i)).join(', ')}`);
-    for (let i = 0; i < NODES.length; i++) fs.rmSync(nodeDir(i), { recursive: true, force: true });
+    log(`cold start: wiping ${NODES.map((_, i) => (RELEASE ? chrootNode(i).hostDir : nodeDir(i))).join(', ')}`);
+    for (let i = 0; i < NODES.length; i++) {
+      if (RELEASE) chrootNode(i).prepare({ wipe: true });
+      else fs.rmSync(nodeDir(i), { recursive: true, force: true });
+    }
     await boot(0);
   }
   await Promise.all(NODES.map((_, i) => ensureNode(i)));
@@ -305,6 +341,9 @@ async function startUnlocked() {
   for (let i = 1; i < NODES.length; i++) {
     if (!members.includes(NODES[i].name)) await join(i);
   }
+  // Khepri on 4.0 is a feature flag, off by default, enabled cluster-wide while all nodes run;
+  // 4.3 has no other store (the flag is on, and enabling it again does nothing).
+  if (RELEASE) await ctl(0, ['enable_feature_flag', 'khepri_db']);
   log(`up and formed: ${NODES.map((node) => node.name).join(', ')}`);
 }
 
@@ -324,14 +363,21 @@ async function stopNode(i) {
 }
 
 async function stopUnlocked() {
+  if (RELEASE && !rabbitmq4.hasRoot(RELEASE)) return log(`no root for ${RELEASE}: no node of it runs`);
   await Promise.all(NODES.map((_, i) => stopNode(i)));
+  // The nodes' epmd goes with them, and their mount namespaces with it.
+  if (RELEASE) await chrootNode(0).stopEpmd();
   log('stopped');
 }
 
-const start = () => exclusive(startUnlocked);
+const start = async () => {
+  if (RELEASE) await rabbitmq4.ensureRoot(RELEASE);
+  return exclusive(startUnlocked);
+};
 const stop = () => exclusive(stopUnlocked);
 
 async function kill(i) {
+  if (RELEASE) return chrootNode(i).kill();
   const pid = nodePid(i);
   if (!pid) return;
   process.kill(pid, 'SIGKILL');
@@ -367,6 +413,7 @@ async function queueLeader(queueName) {
 }
 
 async function status() {
+  if (RELEASE && !rabbitmq4.hasRoot(RELEASE)) return { release: RELEASE, root: null };
   const nodes = await Promise.all(
     NODES.map(async (node, i) => {
       const pid = nodePid(i);
@@ -374,7 +421,7 @@ async function status() {
     }),
   );
   const i = nodes.findIndex((node) => node.amqp);
-  return { dir: DIR, nodes, cluster: i < 0 ? [] : (await clusterStatus(i)).running_nodes };
+  return { release: RELEASE || 'system', dir: DIR, nodes, cluster: i < 0 ? [] : (await clusterStatus(i)).running_nodes };
 }
 
 module.exports = { NODES, start, stop, status, stopApp, startApp, kill, restart, setMemoryAlarm, queueLeader, waitForAmqp };
@@ -386,7 +433,7 @@ async function main(command) {
   if (command === 'start') await start();
   else if (command === 'stop') await stop();
   else if (command === 'status') console.log(JSON.stringify(await status(), null, 2));
-  else throw new Error('usage: node scripts/cluster.js start|stop|status');
+  else throw new Error('usage: node scripts/cluster.js start|stop|status [--release sid|trixie]');
   console.log(`${command}: done in ${elapsed()}`);
 }
 

@@ -52,6 +52,9 @@ const REFUSE_DEPRECATED = ['deprecated_features.permit.transient_nonexcl_queues 
 
 let log = util.debuglog('amqplib-rs-rabbitmq4');
 
+// Where the steps are logged from now on: scripts/cluster.js's own log when it runs its nodes.
+const useLog = (fn) => (log = fn);
+
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const rootDir = (release) => path.join(CACHE, `debian-${release}`);
 const markerFile = (release) => `${rootDir(release)}.json`;
@@ -181,8 +184,10 @@ function rootInfo(release) {
   }
 }
 
+const hasRoot = (release) => rootInfo(release) !== null;
+
 // The root for `release`, made when there is none or only a half-made one. Resolves with
-// { dir, rabbitmq (its version), uid, gid (its user rabbitmq's) }.
+// madeRoot's answer.
 async function ensureRoot(release = 'sid') {
   checkRelease(release);
   const dir = rootDir(release);
@@ -191,13 +196,22 @@ async function ensureRoot(release = 'sid') {
       if (!rootInfo(release)) makeRoot(release, dir);
     });
   }
-  const { rabbitmq } = rootInfo(release);
+  return madeRoot(release);
+}
+
+// The complete root for `release`: { release, dir, rabbitmq (its version), uid, gid (its user
+// rabbitmq's) }; throws when there is none (ensureRoot makes it).
+function madeRoot(release) {
+  checkRelease(release);
+  const info = rootInfo(release);
+  if (!info) throw new Error(`no complete root for ${release} in ${CACHE}: node scripts/rabbitmq4.js start --release ${release} makes it`);
+  const dir = rootDir(release);
   const entry = fs
     .readFileSync(path.join(dir, 'etc', 'passwd'), 'utf8')
     .split('\n')
     .find((line) => line.startsWith('rabbitmq:'));
   const [, , uid, gid] = entry.split(':');
-  return { release, dir, rabbitmq, uid: Number(uid), gid: Number(gid) };
+  return { release, dir, rabbitmq: info.rabbitmq, uid: Number(uid), gid: Number(gid) };
 }
 
 function makeRoot(release, dir) {
@@ -464,7 +478,7 @@ async function stopNode(node) {
 }
 
 async function stop(options = {}) {
-  if (!rootInfo(options.release || 'sid')) return;
+  if (!hasRoot(options.release || 'sid')) return;
   await stopNode(await singleNode(options));
 }
 
@@ -492,13 +506,11 @@ function singleNodeFor(port) {
 // made; null for any other URL. What scripts/system.js's brokerCtlFor asks.
 function ctlCommandFor(url) {
   const options = singleNodeFor(Number(new URL(url).port));
-  const info = options && rootInfo(options.release);
-  if (!info) return null;
-  const root = { ...info, dir: rootDir(options.release) };
-  return new ChrootNode(root, singleNodeSpec(options.release, options.refuseDeprecated)).ctlCommand();
+  if (!options || !hasRoot(options.release)) return null;
+  return new ChrootNode(madeRoot(options.release), singleNodeSpec(options.release, options.refuseDeprecated)).ctlCommand();
 }
 
-module.exports = { RELEASES, ChrootNode, ensureRoot, start, stop, status, withLock, singleNodeFor, ctlCommandFor, rootDir };
+module.exports = { RELEASES, ChrootNode, useLog, hasRoot, ensureRoot, madeRoot, start, stop, status, withLock, singleNodeFor, ctlCommandFor, rootDir };
 
 function parseArgs(argv) {
   const dashes = argv.indexOf('--');
