@@ -5,12 +5,14 @@
 // rabbitmq-server (sid: 4.3, trixie: 4.0), and nodes run in it by chroot.
 //
 //   node scripts/rabbitmq4.js start|stop|status [--release sid|trixie] [--refuse-deprecated]
-//   node scripts/rabbitmq4.js run [--release ...] [--refuse-deprecated] -- command args...
+//   node scripts/rabbitmq4.js run [--release ...] [--refuse-deprecated] [--time-limit S] -- command args...
 //   const rabbitmq4 = require('./scripts/rabbitmq4'); const node = await rabbitmq4.start(); node.url; await node.stop();
 //
 // start prints AMQP_URL=...; run starts a node from empty data, runs the command with AMQP_URL
 // and AMQPLIB_RS_RABBITMQCTL (the node's rabbitmqctl, a JSON array of argv) set, stops the node
-// and exits with the command's status, so that nothing is left running.
+// and exits with the command's status, so that nothing is left running; with --time-limit, a
+// command still running after S seconds (a test file that never exits) is killed, its process
+// group with it, and run exits with 124.
 //
 // The root is cached in AMQPLIB_RS_CACHE_DIR (default ~/.cache/amqplib-rs) as debian-<release>,
 // with debian-<release>.json beside it, written once the root is complete: a root without it
@@ -512,12 +514,53 @@ function ctlCommandFor(url) {
 
 module.exports = { RELEASES, ChrootNode, useLog, hasRoot, ensureRoot, madeRoot, start, stop, status, withLock, singleNodeFor, ctlCommandFor, rootDir };
 
+// Runs `command` in a process group of its own; resolves with its exit code, its signal, or 124
+// once it has been killed for running longer than `limitS` seconds (SIGTERM to the group, then
+// SIGKILL 10 s later).
+function runBounded([command, ...args], env, limitS) {
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { stdio: 'inherit', env, detached: true });
+    let timedOut = false;
+    const kill = (signal) => {
+      try {
+        process.kill(-child.pid, signal);
+      } catch {
+        // the group is gone
+      }
+    };
+    const timer =
+      limitS > 0 &&
+      setTimeout(() => {
+        timedOut = true;
+        console.error(`run: ${path.basename(command)} still running after ${limitS} s: SIGTERM to its process group`);
+        kill('SIGTERM');
+        setTimeout(() => kill('SIGKILL'), 10_000).unref();
+      }, limitS * 1000);
+    // Our own Ctrl-C or kill goes to the command too, and the node is stopped after it.
+    const forward = (signal) => kill(signal);
+    process.on('SIGINT', forward).on('SIGTERM', forward);
+    child.once('error', (err) => {
+      console.error(`run: ${command}: ${err.message}`);
+      resolve(127);
+    });
+    child.once('exit', (code, signal) => {
+      if (timer) clearTimeout(timer);
+      process.off('SIGINT', forward).off('SIGTERM', forward);
+      // What the group still runs (a test file's process) goes with it.
+      kill('SIGKILL');
+      resolve(timedOut ? 124 : (code ?? signal));
+    });
+  });
+}
+
 function parseArgs(argv) {
   const dashes = argv.indexOf('--');
   const own = dashes < 0 ? argv : argv.slice(0, dashes);
   const options = { command: own[0], release: 'sid', refuseDeprecated: own.includes('--refuse-deprecated'), rest: dashes < 0 ? [] : argv.slice(dashes + 1) };
   const at = own.indexOf('--release');
   if (at >= 0) options.release = own[at + 1];
+  const limit = own.indexOf('--time-limit');
+  if (limit >= 0) options.timeLimit = Number(own[limit + 1]);
   return options;
 }
 
@@ -525,7 +568,7 @@ async function main(argv) {
   const t0 = Date.now();
   const elapsed = () => `${((Date.now() - t0) / 1000).toFixed(1)} s`;
   log = (message) => console.error(`[${elapsed()}] ${message}`);
-  const { command, rest, ...options } = parseArgs(argv);
+  const { command, rest, timeLimit, ...options } = parseArgs(argv);
   if (command === 'start') {
     const node = await start(options);
     console.error(`start: RabbitMQ ${node.rabbitmq} as ${node.name}, up in ${elapsed()}`);
@@ -539,16 +582,13 @@ async function main(argv) {
     const node = await start(options);
     console.error(`run: RabbitMQ ${node.rabbitmq} as ${node.name} at ${node.url}, up in ${elapsed()}`);
     const t1 = Date.now();
-    const run = spawnSync(rest[0], rest.slice(1), {
-      stdio: 'inherit',
-      env: { ...process.env, AMQP_URL: node.url, AMQPLIB_RS_RABBITMQCTL: JSON.stringify(node.ctlCommand()) },
-    });
-    console.error(`run: ${path.basename(rest[0])} ended (exit ${run.status ?? run.signal}) after ${((Date.now() - t1) / 1000).toFixed(1)} s`);
+    const status = await runBounded(rest, { ...process.env, AMQP_URL: node.url, AMQPLIB_RS_RABBITMQCTL: JSON.stringify(node.ctlCommand()) }, timeLimit);
+    console.error(`run: ${path.basename(rest[0])} ended (${status}) after ${((Date.now() - t1) / 1000).toFixed(1)} s`);
     await node.stop();
     console.error(`run: done in ${elapsed()}`);
-    process.exitCode = run.status ?? 1;
+    process.exitCode = typeof status === 'number' ? status : 1;
   } else {
-    throw new Error('usage: node scripts/rabbitmq4.js start|stop|status [--release sid|trixie] [--refuse-deprecated]\n' + '       node scripts/rabbitmq4.js run [--release sid|trixie] [--refuse-deprecated] -- command args...');
+    throw new Error('usage: node scripts/rabbitmq4.js start|stop|status [--release sid|trixie] [--refuse-deprecated]\n' + '       node scripts/rabbitmq4.js run [--release sid|trixie] [--refuse-deprecated] [--time-limit S] -- command args...');
   }
 }
 
