@@ -321,8 +321,17 @@ async function exclusive(fn) {
   }
 }
 
+// Khepri as the 4.x cluster's metadata store: on 4.0 an opt-in feature flag, off by default,
+// enabled cluster-wide while all nodes run; 4.3 has no other store (the flag is on, and enabling
+// it again does nothing).
+async function useKhepri() {
+  await ctl(0, ['enable_feature_flag', '--opt-in', 'khepri_db']);
+}
+
 async function startUnlocked() {
   if ((await allUp()) && (await clusterStatus(0)).running_nodes.length === NODES.length) {
+    // A start that failed at enabling Khepri left the cluster formed without it.
+    if (RELEASE) await useKhepri();
     log(`already up and formed: ${NODES.map((node) => node.name).join(', ')}`);
     return;
   }
@@ -341,9 +350,7 @@ async function startUnlocked() {
   for (let i = 1; i < NODES.length; i++) {
     if (!members.includes(NODES[i].name)) await join(i);
   }
-  // Khepri on 4.0 is a feature flag, off by default, enabled cluster-wide while all nodes run;
-  // 4.3 has no other store (the flag is on, and enabling it again does nothing).
-  if (RELEASE) await ctl(0, ['enable_feature_flag', 'khepri_db']);
+  if (RELEASE) await useKhepri();
   log(`up and formed: ${NODES.map((node) => node.name).join(', ')}`);
 }
 
