@@ -13,6 +13,7 @@ const assert = require('node:assert');
 const native = require('../lib/native');
 const defs = require('../lib/defs');
 const { TapeReader } = require('../lib/tape');
+const { nativeSocketWorks } = require('../lib/native_socket');
 const { methods, properties } = require('../lib/spec');
 const { EVENT_KIND, EVENT_ID, EVENT_LENGTH, EVENT_MESSAGE, TAPE_END, MESSAGE_ARGUMENTS, MESSAGE_PROPERTIES } = require('../lib/boundary');
 const { ours, AMQP_URL, uniqueName, withTimeout, closeQuietly } = require('./helpers');
@@ -234,7 +235,7 @@ describe('accessors on Array.prototype and Object.prototype that call back into 
 // Making a native socket's async context runs async_hooks' init hooks, the user's JS, which may
 // call into the connection: it is made in a call of its own, before connectSocket takes the
 // connection.
-describe('async_hooks\' init hook of a native socket', { skip: !native.hasNativeSocket() && 'no native socket on this platform' }, () => {
+describe('async_hooks\' init hook of a native socket', { skip: !nativeSocketWorks() && 'no native socket on this platform or runtime' }, () => {
   it('runs before connectSocket, and what it sends on the connection is kept', () => {
     const session = new native.NativeConnection();
     const handle = session.handle();

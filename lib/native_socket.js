@@ -37,6 +37,11 @@ const NET_ONLY_OPTIONS = [
 // stops reporting a socket after its first reads. Both get the stream path.
 const RUNTIME_POLLS_AS_NODE = !process.versions.bun && !process.versions.deno;
 
+// Whether this build and this runtime can drive the native socket at all.
+function nativeSocketWorks() {
+  return RUNTIME_POLLS_AS_NODE && native.hasNativeSocket();
+}
+
 class NativeSocket extends EventEmitter {
   constructor() {
     super();
@@ -63,7 +68,7 @@ class NativeSocket extends EventEmitter {
   // A port or timeout net.connect would refuse goes to net.connect too, which refuses it as
   // amqplib reports it.
   static serves(options) {
-    if (!RUNTIME_POLLS_AS_NODE || !native.hasNativeSocket() || process.env.AMQPLIB_RS_TRANSPORT === 'stream') return false;
+    if (!nativeSocketWorks() || process.env.AMQPLIB_RS_TRANSPORT === 'stream') return false;
     const { port = 5672, timeout } = options;
     if (!/^\d{1,5}$/.test(typeof port === 'number' || typeof port === 'string' ? String(port) : '') || Number(port) > 65535) return false;
     if (timeout !== undefined && !(typeof timeout === 'number' && timeout >= 0 && timeout < 2 ** 31)) return false;
@@ -81,7 +86,7 @@ class NativeSocket extends EventEmitter {
   }
 
   start({ host = 'localhost', port = 5672, family = 0, autoSelectFamily }) {
-    this._host = host;
+    this._host = net.isIP(host) ? null : host; // net.Socket names only a host it looks up
     dns.lookup(host, { family, all: true }, (err, addresses) => {
       if (this.destroyed) return;
       if (err) return this.fail(err);
@@ -243,4 +248,4 @@ class NativeSocket extends EventEmitter {
   }
 }
 
-module.exports = { NativeSocket };
+module.exports = { NativeSocket, nativeSocketWorks };
