@@ -170,6 +170,36 @@ describe('amqplib:publish and amqplib:deliver', () => {
     });
   }
 
+  // An agent's wrapper of Channel#publish (OpenTelemetry's, Sentry's) and our tracing at once:
+  // a confirm channel's publish calls the wrapper once, as amqplib's does, and is traced once,
+  // through to its confirm.
+  for (const [api, file, open] of [
+    ['promise API', 'channel_model', () => ours.connect(AMQP_URL)],
+    ['callback API', 'callback_model', () => new Promise((resolve, reject) => oursCallback.connect(AMQP_URL, (err, m) => (err ? reject(err) : resolve(m))))],
+  ]) {
+    it(`${api}: a traced confirm publish goes through Channel#publish once, and is traced once to its confirm`, async () => {
+      const { Channel } = require(`../lib/${file}`);
+      const original = Channel.prototype.publish;
+      const hooked = [];
+      Channel.prototype.publish = function publish(...args) {
+        hooked.push(args[1]);
+        return original.apply(this, args);
+      };
+      unsubscribers.push(() => {
+        Channel.prototype.publish = original;
+      });
+      const model = await open();
+      const ch = await (api === 'promise API' ? model.createConfirmChannel() : new Promise((resolve, reject) => model.createConfirmChannel((err, c) => (err ? reject(err) : resolve(c)))));
+      const published = watch('amqplib:publish');
+      const confirmed = await new Promise((resolve) => ch.publish('amq.direct', 'nowhere', Buffer.from('x'), {}, (err) => resolve(err)));
+      assert.strictEqual(confirmed, null);
+      assert.deepStrictEqual(hooked, ['nowhere']);
+      assert.deepStrictEqual(phases(published), ['start', 'end', 'asyncStart', 'asyncEnd']);
+      assert.strictEqual(published[0].fields.confirm, true);
+      await (api === 'promise API' ? model.close() : new Promise((resolve) => model.close(resolve)));
+    });
+  }
+
   it('a subscriber changes nothing of what is published: inherited options and headers go out as untraced', async () => {
     const model = await ours.connect(AMQP_URL);
     const ch = await model.createChannel();
