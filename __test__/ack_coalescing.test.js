@@ -181,7 +181,7 @@ describe('acks taken together, against the broker', () => {
     const conn = await amqp.connect(AMQP_URL);
     const ch = await conn.createChannel();
     const queue = uniqueName('ack-coalescing');
-    await ch.assertQueue(queue, { autoDelete: false, durable: false });
+    await ch.assertQueue(queue, { autoDelete: false, durable: true });
     for (let i = 0; i < total; i++) ch.sendToQueue(queue, Buffer.from(String(i)));
     while ((await ch.checkQueue(queue)).messageCount < total) await new Promise((resolve) => setTimeout(resolve, 10));
     const consumer = await conn.createChannel();
@@ -241,7 +241,7 @@ describe('acks after ackAll, recover and acks of tags still on their way, as amq
     const conn = await lib.connect(AMQP_URL);
     const admin = await conn.createChannel();
     const queue = uniqueName('ack-coalescing-race');
-    await admin.assertQueue(queue, { autoDelete: false, durable: false });
+    await admin.assertQueue(queue, { autoDelete: false, durable: true });
     for (let i = 1; i <= count; i++) admin.sendToQueue(queue, Buffer.from(`m${i}`));
     while ((await admin.checkQueue(queue)).messageCount < count) await sleep(10);
     const ch = await conn.createChannel();

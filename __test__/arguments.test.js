@@ -250,7 +250,7 @@ describe('bad arguments: the same errors as amqplib', () => {
   before(async () => {
     const conn = await connectionFor('original');
     const ch = await conn.createChannel();
-    await ch.assertQueue(queue, { durable: false });
+    await ch.assertQueue(queue, { durable: true });
     await ch.close();
   });
 

@@ -136,7 +136,7 @@ describe('message objects: ours vs amqplib', () => {
     const ch = channels.original;
     await ch.assertExchange(exchange, 'fanout', { durable: false, autoDelete: true });
     for (const q of Object.values(queues)) {
-      await ch.assertQueue(q, { durable: false, autoDelete: false });
+      await ch.assertQueue(q, { durable: true, autoDelete: false });
       await ch.bindQueue(q, exchange, '');
     }
     // The same messages, first through amqplib, then through us; both

@@ -162,7 +162,7 @@ async function main() {
   const queue = process.argv[2];
   const conn = await amqp.connect(process.env.AMQP_URL);
   const ch = await conn.createChannel();
-  await ch.assertQueue(queue, { durable: false, autoDelete: true });
+  await ch.assertQueue(queue, { durable: true, autoDelete: true });
   ch.sendToQueue(queue, Buffer.from('hello from the tarball'));
   const body = await new Promise((resolve) => {
     ch.consume(queue, (msg) => {

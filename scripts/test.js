@@ -4,8 +4,8 @@
 // on both transports (the generated-file check among them), the type checks and amqplib's own
 // suite (compat/run.js).
 // `npm run test:full` (`node scripts/test.js --full`, what CI runs): all of that, then
-// amqplib's suite again on the stream path, our JS tests under Bun and Deno, the cluster scenarios against a three-node cluster
-// of its own (npm run test:cluster), clippy with and without the native socket and for every
+// amqplib's suite again on the stream path, our JS tests under Bun and Deno, the cluster
+// scenarios against a three-node cluster of its own (npm run test:cluster), clippy with and without the native socket and for every
 // target (scripts/check-targets.js), the other targets linked and checked (scripts/build-cross.js),
 // our tests and amqplib's suite on Linux arm64 under qemu and on Windows under Wine
 // (scripts/emulated.js), the product build, Miri over every test of the core crate, a quick API fuzz
@@ -16,7 +16,6 @@
 // Stops at the first step that fails, with its exit code.
 
 const { spawnSync } = require('node:child_process');
-const fs = require('node:fs');
 const path = require('node:path');
 
 const root = path.join(__dirname, '..');
@@ -24,20 +23,6 @@ const node = process.execPath;
 const full = process.argv.includes('--full');
 const tsc = require.resolve('typescript/bin/tsc', { paths: [root] });
 
-// Test files that declare transient non-exclusive queues (durable: false without exclusive),
-// which a RabbitMQ 4 node refusing the deprecated features answers by closing the connection
-// (541): not run against that node until they declare what 4.x permits. This list only shrinks.
-const NEED_DEPRECATED_FEATURES = {
-  'ack_coalescing.test.js': 'lines 184 and 244; the test at 224 then times out and the file never exits',
-  'arguments.test.js': "line 253, in the 'bad arguments' before hook: every case of it is cancelled",
-  'messages.test.js': 'line 139, in the before hook; the file never exits',
-  'package.test.js': "line 165, the packed application's queue",
-  'dropin.test.js': 'the applications of __test__/apps: work_queue.js 11 and 49, confirms.js 14 and 39, cb_work_queue.js 22 and 62, rpc.js 20; five tests time out and the file never exits',
-};
-const refusalNodeTests = fs
-  .readdirSync(path.join(root, '__test__'))
-  .filter((file) => file.endsWith('.test.js') && !(file in NEED_DEPRECATED_FEATURES))
-  .map((file) => path.join('__test__', file));
 // A test file that never exits would hold the step (and CI) until its own limit: 20 minutes.
 const RABBITMQ4_TIME_LIMIT = '1200';
 
@@ -88,11 +73,11 @@ const more = [
     ['scripts/rabbitmq4.js', 'run', '--release', 'sid', '--time-limit', RABBITMQ4_TIME_LIMIT, '--', node, '--test', '--test-timeout=60000', '__test__/**/*.test.js'],
   ],
   ['compat suite, RabbitMQ 4', node, ['scripts/rabbitmq4.js', 'run', '--release', 'sid', '--time-limit', RABBITMQ4_TIME_LIMIT, '--', node, 'compat/run.js']],
-  // Less the files of NEED_DEPRECATED_FEATURES.
+  // Our tests declare no transient non-exclusive queue (4.x refuses them by default soon).
   [
     'JS tests, RabbitMQ 4 refusing deprecated features',
     node,
-    ['scripts/rabbitmq4.js', 'run', '--release', 'sid', '--refuse-deprecated', '--time-limit', RABBITMQ4_TIME_LIMIT, '--', node, '--test', '--test-timeout=60000', ...refusalNodeTests],
+    ['scripts/rabbitmq4.js', 'run', '--release', 'sid', '--refuse-deprecated', '--time-limit', RABBITMQ4_TIME_LIMIT, '--', node, '--test', '--test-timeout=60000', '__test__/**/*.test.js'],
   ],
 ];
 

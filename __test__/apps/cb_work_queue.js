@@ -19,7 +19,7 @@ function run({ url, queue, tasks }, done) {
     const startWorker = (name, next) => {
       connection.createChannel((err, channel) => {
         if (err) return finish(err);
-        channel.assertQueue(queue, { durable: false, autoDelete: false }, (err) => {
+        channel.assertQueue(queue, { durable: true, autoDelete: false }, (err) => {
           if (err) return finish(err);
           channel.prefetch(1);
           channel.consume(
@@ -59,7 +59,7 @@ function run({ url, queue, tasks }, done) {
         connection.createChannel((err, channel) => {
           if (err) return finish(err);
           producer = channel;
-          channel.assertQueue(queue, { durable: false }, (err, ok) => {
+          channel.assertQueue(queue, { durable: true }, (err, ok) => {
             if (err) return finish(err);
             if (ok.consumerCount !== 2) return finish(new Error(`expected 2 consumers, got ${ok.consumerCount} (${tag0}, ${tag1})`));
             for (const task of tasks) channel.sendToQueue(queue, Buffer.from(task), { persistent: true });

@@ -11,7 +11,7 @@ async function publishAll({ url, queue, count }) {
   const connection = await amqp.connect(url);
   try {
     const channel = await connection.createConfirmChannel();
-    await channel.assertQueue(queue, { durable: false });
+    await channel.assertQueue(queue, { durable: true });
     const callbacks = new Array(count).fill(0);
     const errors = [];
     for (let i = 0; i < count; i++) {
@@ -36,7 +36,7 @@ async function publishOverflow({ url, queue, maxLength, count }) {
   const connection = await amqp.connect(url);
   try {
     const channel = await connection.createConfirmChannel();
-    await channel.assertQueue(queue, { durable: false, maxLength, overflow: 'reject-publish' });
+    await channel.assertQueue(queue, { durable: true, maxLength, overflow: 'reject-publish' });
     const outcomes = new Array(count).fill(null);
     const calls = new Array(count).fill(0);
     for (let i = 0; i < count; i++) {

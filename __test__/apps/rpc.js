@@ -17,7 +17,7 @@ function fib(n) {
 
 async function startServer(connection, queue) {
   const channel = await connection.createChannel();
-  await channel.assertQueue(queue, { durable: false, autoDelete: true });
+  await channel.assertQueue(queue, { durable: true, autoDelete: true });
   await channel.prefetch(1);
   await channel.consume(queue, (msg) => {
     const n = parseInt(msg.content.toString(), 10);

@@ -8,7 +8,7 @@ const amqp = require('amqplib');
 
 async function startWorker(connection, queue, name, log) {
   const channel = await connection.createChannel();
-  await channel.assertQueue(queue, { durable: false });
+  await channel.assertQueue(queue, { durable: true });
   await channel.prefetch(1);
   let inFlight = 0;
   let maxInFlight = 0;
@@ -46,7 +46,7 @@ async function run({ url, queue, tasks, workerCount = 2 }) {
     }
 
     const producer = await connection.createChannel();
-    await producer.assertQueue(queue, { durable: false });
+    await producer.assertQueue(queue, { durable: true });
     for (const task of tasks) {
       producer.sendToQueue(queue, Buffer.from(task), { persistent: true });
     }
