@@ -6,12 +6,8 @@ const { describe, it, before, after } = require('node:test');
 const assert = require('node:assert');
 const net = require('node:net');
 const tls = require('node:tls');
-const fs = require('node:fs');
-const os = require('node:os');
-const path = require('node:path');
-const { execFileSync } = require('node:child_process');
 const amqp = require('../index');
-const { findOnPath } = require('./helpers');
+const { tlsCertificates } = require('./tls_certificates');
 
 const BROKER_URL = process.env.AMQP_URL || 'amqp://localhost';
 const BROKER = new globalThis.URL(BROKER_URL);
@@ -210,32 +206,19 @@ describe('native TCP transport', { skip: !nativeSocketServes && 'amqp:// takes t
   });
 });
 
-// The certificates are made with openssl (on PATH here and on the CI runners, not for a Node
-// under Wine).
-describe('TLS through tls.connect', { skip: !findOnPath('openssl') && 'openssl is not on PATH' }, () => {
-  let dir;
+// A certificate of the tests' local CA (__test__/tls_certificates.js).
+describe('TLS through tls.connect', () => {
   let link;
 
   before(async () => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'amqplib-rs-tls-'));
-    execFileSync('openssl', [
-      'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=localhost',
-      '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
-      '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'),
-    ], { stdio: 'ignore' });
-    const key = fs.readFileSync(path.join(dir, 'key.pem'));
-    const cert = fs.readFileSync(path.join(dir, 'cert.pem'));
+    const { key, cert } = tlsCertificates();
     link = await relay((client) => new tls.TLSSocket(client, { isServer: true, key, cert }));
   });
 
-  after(async () => {
-    await link.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => link.close());
 
   it('connects with the CA given in socketOptions, and messages flow', async () => {
-    const ca = fs.readFileSync(path.join(dir, 'cert.pem'));
-    const conn = await amqp.connect(`amqps://localhost:${link.port}`, { ca: [ca] });
+    const conn = await amqp.connect(`amqps://localhost:${link.port}`, { ca: [tlsCertificates().ca] });
     assert.strictEqual(conn.connection.native, false);
     const ch = await conn.createChannel();
     const { queue } = await ch.assertQueue('', { exclusive: true });

@@ -24,6 +24,7 @@ const path = require('node:path');
 const { root, run } = require('./toolchain');
 const cross = require('./build-cross');
 const system = require('./system');
+const { makeTlsCertificates } = require('../__test__/tls_certificates');
 
 const JS_TESTS = ['--test', '--test-timeout=60000', '__test__/**/*.test.js'];
 
@@ -175,6 +176,8 @@ async function main() {
   const node = fetchNode(dir, platform.node);
   const env = { ...platform.env(dir), AMQPLIB_RS_ADDON: platform.hostPath(addon) };
   platform.prepare(dir, env);
+  // The TLS tests' CA, made by the host's openssl: Windows under Wine has none to run.
+  env.AMQPLIB_RS_TEST_CERTIFICATES = platform.hostPath(makeTlsCertificates(path.join(dir, 'tls')));
 
   // amqplib's suite bounds each test at 1 s, made for a machine of its own speed: emulated,
   // the first connect alone (loading and compiling everything) can take that long.

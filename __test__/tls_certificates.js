@@ -1,0 +1,42 @@
+'use strict';
+// A local certificate authority and a server certificate it signed (for 127.0.0.1 and
+// localhost): what a TLS listener of the tests presents, and what a client is told to trust.
+// Made with openssl at test time; where the tests' platform has none (Windows Node under Wine),
+// the host makes them (scripts/emulated.js) and AMQPLIB_RS_TEST_CERTIFICATES names their
+// directory.
+
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { execFileSync } = require('node:child_process');
+
+const FILES = { ca: 'ca.pem', key: 'server.key', cert: 'server.pem' };
+
+let made = null;
+
+// { ca, key, cert } as PEM buffers, made once per process.
+function tlsCertificates() {
+  if (made) return made;
+  let dir = process.env.AMQPLIB_RS_TEST_CERTIFICATES;
+  const temporary = !dir;
+  if (temporary) dir = makeTlsCertificates(fs.mkdtempSync(path.join(os.tmpdir(), 'amqplib-rs-tls-')));
+  made = Object.fromEntries(Object.entries(FILES).map(([name, file]) => [name, fs.readFileSync(path.join(dir, file))]));
+  if (temporary) fs.rmSync(dir, { recursive: true, force: true });
+  return made;
+}
+
+// Writes the CA and the server's key and certificate into `dir` (FILES names them); returns it.
+function makeTlsCertificates(dir) {
+  const file = (name) => path.join(dir, name);
+  const openssl = (...args) => execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const ecKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  fs.mkdirSync(dir, { recursive: true });
+  openssl('req', '-x509', ...ecKey, '-keyout', file('ca.key'), '-out', file(FILES.ca), '-subj', '/CN=amqplib-rs test CA', '-days', '2');
+  openssl('req', ...ecKey, '-keyout', file(FILES.key), '-out', file('server.csr'), '-subj', '/CN=localhost');
+  fs.writeFileSync(file('server.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n');
+  openssl('x509', '-req', '-in', file('server.csr'), '-CA', file(FILES.ca), '-CAkey', file('ca.key'), '-CAcreateserial',
+    '-out', file(FILES.cert), '-days', '2', '-extfile', file('server.ext'));
+  return dir;
+}
+
+module.exports = { tlsCertificates, makeTlsCertificates };
