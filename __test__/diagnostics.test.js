@@ -305,7 +305,10 @@ describe('amqplib:rpc and the plain channels', () => {
   });
 
   it("publishes the server's blocked and unblocked", async () => {
+    // Both once the client is listening: it opens a channel to say so.
     const served = await fakeServer(async (peer) => {
+      const open = await peer.expect(defs.ChannelOpen);
+      peer.send(defs.ChannelOpenOk, { channelId: Buffer.alloc(0) }, open.channel);
       peer.send(defs.ConnectionBlocked, { reason: 'low on memory' });
       peer.send(defs.ConnectionUnblocked, {});
       peer.conn.flush();
@@ -314,7 +317,9 @@ describe('amqplib:rpc and the plain channels', () => {
     const unblocked = listen('amqplib:connection:unblocked');
     const model = await ours.connect(served.url);
     model.on('error', () => {}); // the server goes with the test
-    await new Promise((resolve) => model.once('unblocked', resolve));
+    const unblocking = new Promise((resolve) => model.once('unblocked', resolve));
+    await model.createChannel();
+    await unblocking;
     assert.deepStrictEqual(blocked, [{ connection: model.connection, reason: 'low on memory' }]);
     assert.deepStrictEqual(unblocked, [{ connection: model.connection }]);
     await served.close();

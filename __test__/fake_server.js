@@ -1,38 +1,48 @@
 'use strict';
 // A scripted AMQP server on 127.0.0.1 for tests of what real brokers won't do: it runs the
 // opening handshake with our own Connection class (over the TCP socket, as a stream), then
-// hands the test the socket and the frame codec to misbehave with.
+// hands the test the socket and the frame codec to misbehave with. With `tls`, it listens for
+// amqps:// with a certificate of the local test CA (__test__/tls_certificates.js).
 
 const net = require('node:net');
+const tls = require('node:tls');
+const { tlsCertificates } = require('./tls_certificates');
 const { Connection } = require('../lib/connection');
 const defs = require('../lib/defs');
 
 const PROTOCOL_HEADER_BYTES = 8;
 
-// Starts a server; `script({ conn, socket, send, expect })` runs after each client's handshake.
-// Resolves to { url, close }.
-function fakeServer(script, { frameMax = 4096 } = {}) {
+// Starts a server; `script({ conn, socket, send, expect, reset })` runs after each client's
+// handshake. Resolves to { url, close }, and with `tls` to the `ca` a client is to trust too.
+function fakeServer(script, { frameMax = 4096, tls: secure = false } = {}) {
   return new Promise((resolve) => {
     const sockets = new Set();
-    const server = net.createServer((socket) => {
+    const listen = (onSocket) => (secure ? tls.createServer(tlsCertificates(), onSocket) : net.createServer(onSocket));
+    const server = listen((socket) => {
       sockets.add(socket);
       socket.on('close', () => sockets.delete(socket));
       socket.on('error', () => {});
-      socket.once('readable', () => {
-        socket.read(PROTOCOL_HEADER_BYTES);
-        handshake(socket, frameMax).then((peer) => script(peer), () => socket.destroy());
-      });
+      serve(socket, script, frameMax);
     });
     server.listen(0, '127.0.0.1', () => {
       const { port } = server.address();
       resolve({
-        url: `amqp://127.0.0.1:${port}`,
+        url: `${secure ? 'amqps' : 'amqp'}://127.0.0.1:${port}`,
+        ca: secure ? tlsCertificates().ca : undefined,
         close: () => {
           for (const s of sockets) s.destroy();
           return new Promise((done) => server.close(done));
         },
       });
     });
+  });
+}
+
+// Serves one client on `socket` (any duplex stream): the handshake, then the script.
+function serve(socket, script, frameMax = 4096) {
+  socket.once('readable', () => {
+    socket.read(PROTOCOL_HEADER_BYTES);
+    handshake(socket, frameMax).then((peer) => script(peer), () => socket.destroy());
   });
 }
 
@@ -61,15 +71,20 @@ function handshake(socket, frameMax) {
     .then(() => send(defs.ConnectionTune, { channelMax: 0, frameMax, heartbeat: 0 }))
     .then(() => expect(defs.ConnectionTuneOk))
     .then(() => expect(defs.ConnectionOpen))
-    .then(() => send(defs.ConnectionOpenOk, { knownHosts: '' }))
     .then(() => {
+      // On the wire before the script runs, whatever it writes and however.
+      send(defs.ConnectionOpenOk, { knownHosts: '' });
+      conn.flush();
       // Raw bytes go straight to the socket, after anything the codec has queued.
       const sendRaw = (bytes) => {
         conn.flush();
         socket.write(Buffer.from(bytes));
       };
-      return { conn, socket, send, sendRaw, expect };
+      // A reset of the TCP connection (under TLS, of the socket it runs over: what the server
+      // wrote before is sent first, its close_notify not).
+      const reset = () => (socket._parent ?? socket).resetAndDestroy();
+      return { conn, socket, send, sendRaw, expect, reset };
     });
 }
 
-module.exports = { fakeServer };
+module.exports = { fakeServer, serve };

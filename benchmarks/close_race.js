@@ -1,9 +1,11 @@
 'use strict';
 // How often a server's connection.close, followed at once by a reset, reaches the application
 // as that close (320) rather than as the socket error behind it, while the client publishes
-// (issue 25). amqplib-rs on both transports and amqplib 2.3.1, each publishing from timers
-// (whose writes leave before the turn's poll reads), from setImmediate, and with the event
-// loop held up for 50 ms as the server goes. `node benchmarks/close_race.js [--runs=N]`.
+// (issue 25), over plain TCP and over TLS (issue 34: a TLS listener with a certificate of a
+// local CA, the server's close_notify between its close and the reset, as RabbitMQ's).
+// amqplib-rs on both transports and amqplib 2.3.1, each publishing from timers (which run
+// before the turn's poll reads), from setImmediate, and with the event loop held up for 50 ms
+// as the server goes. `node benchmarks/close_race.js [--runs=N]`.
 
 const { spawnSync } = require('node:child_process');
 const path = require('node:path');
@@ -21,6 +23,8 @@ function parent() {
     ['amqplib-rs native', 'ours', {}],
     ['amqplib-rs stream', 'ours', { AMQPLIB_RS_TRANSPORT: 'stream' }],
     ['amqplib 2.3.1', 'amqplib-latest', {}],
+    ['amqplib-rs TLS', 'ours', { CLOSE_RACE_TLS: '1' }],
+    ['amqplib 2.3.1 TLS', 'amqplib-latest', { CLOSE_RACE_TLS: '1' }],
   ];
   console.log(`| client | publishing | runs | closed with 320 | 'error' first |`);
   console.log('|---|---|---|---|---|');
@@ -44,18 +48,19 @@ async function child({ lib, writer, runs }) {
   const amqp = lib === 'ours' ? require(root) : require(lib);
   const { fakeServer } = require(path.join(root, '__test__', 'fake_server'));
   const defs = require(path.join(root, 'lib', 'defs'));
+  const tls = process.env.CLOSE_RACE_TLS === '1';
   let closed = 0;
   let errored = 0;
   for (let i = 0; i < runs; i++) {
     let peer;
     const server = await fakeServer(async (p) => {
-      p.socket.setNoDelay(true);
+      (p.socket._parent ?? p.socket).setNoDelay(true);
       const open = await p.expect(defs.ChannelOpen);
       p.send(defs.ChannelOpenOk, { channelId: Buffer.alloc(0) }, open.channel);
       p.conn.flush();
       peer = p;
-    });
-    const conn = await amqp.connect(server.url);
+    }, { tls });
+    const conn = await amqp.connect(server.url, { ca: server.ca });
     const ch = await conn.createChannel();
     const outcome = new Promise((resolve) => {
       conn.on('error', () => resolve('error'));
@@ -77,7 +82,8 @@ async function child({ lib, writer, runs }) {
     await new Promise((resolve) => setTimeout(resolve, 20 + (i % 7)));
     peer.send(defs.ConnectionClose, { replyCode: 320, replyText: 'CONNECTION_FORCED - shutdown', classId: 0, methodId: 0 });
     peer.conn.flush();
-    peer.socket.resetAndDestroy();
+    if (tls) peer.socket.end(); // close_notify
+    peer.reset();
     if (writer === 'held') {
       const until = Date.now() + 50; // the event loop busy as the node goes
       while (Date.now() < until);

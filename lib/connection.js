@@ -215,6 +215,11 @@ class Connection extends EventEmitter {
   onSocketError(err) {
     // Registered for both 'error' and 'end': only the first counts.
     if (this.expectSocketClose) return;
+    // What the stream received before it failed comes first: a close in it wins.
+    if (this.dispatchFrames && this.incoming.lastWordsWaiting()) {
+      this.dispatchFrames();
+      if (this.expectSocketClose) return;
+    }
     this.expectSocketClose = true;
     safeEmit(this, 'error', err);
     this.toClosed(stackCapture('Socket error'), err);

@@ -50,6 +50,8 @@ class Incoming {
     // A stream's bytes taken since the event loop last had a turn (see budgetSpent).
     this.takenSinceYield = 0;
     this.resumePending = false;
+    // Set once the stream has failed: its last bytes are then read whatever the budget.
+    this.streamFailed = false;
     // Set when a channel sends its close while this read's frames are dispatched: the rest of
     // them are then checked against the core's state of their channel (Connection#isClosing).
     this.channelClosedInRead = false;
@@ -62,7 +64,7 @@ class Incoming {
   // dispatched, that loop would never end, and timers would starve. Leaving the rest in the
   // stream (whose full buffer stops libuv's reading) until the next turn ends it.
   budgetSpent() {
-    return !this.parsedAsRead && this.takenSinceYield >= READ_BUDGET;
+    return !this.parsedAsRead && !this.streamFailed && this.takenSinceYield >= READ_BUDGET;
   }
 
   // Calls `dispatch` on the next turn of the event loop, the budget renewed.
@@ -74,6 +76,15 @@ class Incoming {
       this.takenSinceYield = 0;
       dispatch();
     });
+  }
+
+  // The stream has failed while what it had received waits to be read (the read budget spent,
+  // or its error reported before its data): that is the server's last words, taken now and
+  // whole, whatever the budget (it holds no more than it has). True when there is any.
+  lastWordsWaiting() {
+    if (this.parsedAsRead || this.stream.readableLength === 0) return false;
+    this.streamFailed = true;
+    return true;
   }
 
   // A write to the stream has just failed (the server has gone): Node will close the socket on

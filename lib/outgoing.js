@@ -2,14 +2,20 @@
 // tsconfig.lib.json), so the JSDoc types below are those of the arguments they pass on.
 'use strict';
 // Frames out, and backpressure. Methods and messages are encoded by the native session into
-// its one output buffer, which leaves in one write per turn of the event loop (a microtask),
-// or sooner when the connection flushes: once the handlers of a read have run, so a reply
-// leaves before the read that caused it returns. Each send reports whether more may follow
+// its one output buffer, which leaves in one write per turn of the event loop, or sooner when
+// the connection flushes: once the handlers of a read have run, so a reply leaves before the
+// read that caused it returns. The native socket writes at once (a microtask): it reads what
+// the kernel holds before it reports a failed write. A stream over a socket of Node's (TLS,
+// Windows, Bun, Deno) writes after the turn's poll phase (setImmediate), as amqplib does: a
+// server that closes the connection and resets it (a node stopping) has its close read, and
+// decrypted, before a write can fail on the reset and the stream report that instead. Any
+// other stream (an in-memory pair, as tests use) has no reset to lose: it writes at once. Each send reports whether more may follow
 // (publish and sendToQueue return it); once one has said no, every channel gets 'drain' when
 // more may follow again.
 
 // Buffer from node:buffer: the global one is a getter, run at each use (once per message here).
 const { Buffer } = require('node:buffer');
+const net = require('node:net');
 const native = require('./native');
 const { REFUSED_NO_REPEAT, REFUSED_CHANNEL_CLOSING } = require('./boundary');
 const defs = require('./defs');
@@ -38,6 +44,7 @@ class Outgoing {
     this.handle = handle;
     this.channels = channels;
     this.writesItself = writesItself;
+    this.writesAfterPoll = !writesItself && stream instanceof net.Socket;
     this.onWriteFailed = onWriteFailed;
     // For the counters (lib/counters.js): writes to a stream, publishes, acks.
     this.writes = 0;
@@ -72,7 +79,8 @@ class Outgoing {
     this.sentSinceLastCheck = true;
     if (!this.flushScheduled) {
       this.flushScheduled = true;
-      queueMicrotask(this.flush);
+      if (this.writesAfterPoll) setImmediate(this.flush); // see the top of the file
+      else queueMicrotask(this.flush);
     }
   }
 
