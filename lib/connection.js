@@ -172,8 +172,8 @@ class Connection extends EventEmitter {
       this.accept = mainAccept;
       this.stream.removeListener('end', endWhileOpening);
       this.stream.removeListener('error', endWhileOpening);
-      this.stream.on('error', this.onSocketError.bind(this));
-      this.stream.on('end', this.onSocketError.bind(this, new Error('Unexpected close')));
+      this.stream.on('error', this.onStreamFailed.bind(this));
+      this.stream.on('end', this.onStreamFailed.bind(this, new Error('Unexpected close')));
       this.on('frameError', this.onSocketError.bind(this));
       this.acceptLoop();
       counters.opened(this);
@@ -212,14 +212,16 @@ class Connection extends EventEmitter {
     }
   }
 
+  // The stream failed or ended: what it had received before comes first, so that a close in
+  // it wins (onSocketError then finds the connection closed).
+  onStreamFailed(err) {
+    if (!this.expectSocketClose && this.incoming.lastWordsWaiting()) this.dispatchFrames();
+    this.onSocketError(err);
+  }
+
   onSocketError(err) {
-    // Registered for both 'error' and 'end': only the first counts.
+    // Registered for 'error', 'end' and frame errors: only the first counts.
     if (this.expectSocketClose) return;
-    // What the stream received before it failed comes first: a close in it wins.
-    if (this.dispatchFrames && this.incoming.lastWordsWaiting()) {
-      this.dispatchFrames();
-      if (this.expectSocketClose) return;
-    }
     this.expectSocketClose = true;
     safeEmit(this, 'error', err);
     this.toClosed(stackCapture('Socket error'), err);

@@ -82,7 +82,7 @@ class Incoming {
   // or its error reported before its data): that is the server's last words, taken now and
   // whole, whatever the budget (it holds no more than it has). True when there is any.
   lastWordsWaiting() {
-    if (this.parsedAsRead || this.stream.readableLength === 0) return false;
+    if (this.parsedAsRead || this.streamFailed || this.stream.readableLength === 0) return false;
     this.streamFailed = true;
     return true;
   }
