@@ -31,7 +31,9 @@ function copySuite() {
 // whatever either says.
 const BROKER_URL = process.env.AMQP_URL || 'amqp://localhost';
 const broker = new URL(BROKER_URL);
-const BROKER = {
+// Where the relay below goes: AMQP_URL's broker, or for an amqps:// one (whose port speaks TLS)
+// amqp://localhost, which the suite's other files reach.
+const BROKER = broker.protocol === 'amqps:' ? { host: '127.0.0.1', port: 5672 } : {
   host: broker.hostname === 'localhost' ? '127.0.0.1' : broker.hostname.replace(/^\[(.*)\]$/, '$1'),
   port: Number(broker.port) || 5672,
 };
@@ -72,7 +74,7 @@ function runSuite() {
     ...exemptions.tests.map((t) => `--test-skip-pattern=^${escapeRegExp(t.name)}$`),
     ...files.map((f) => path.join('test', f)),
   ];
-  console.log(`compat: amqplib@2.0.1 suite on Node ${process.version}, ${files.length} files, broker ${BROKER.host}:${BROKER.port}`);
+  console.log(`compat: amqplib@2.0.1 suite on Node ${process.version}, ${files.length} files, broker ${broker.protocol}//${broker.host}`);
   return new Promise((resolve) => {
     const run = spawn(process.execPath, args, { cwd: here, stdio: 'inherit', env: { ...process.env, URL: process.env.URL || BROKER_URL } });
     run.on('exit', () => {

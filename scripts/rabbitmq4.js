@@ -5,10 +5,11 @@
 // rabbitmq-server (sid: 4.3, trixie: 4.0), and nodes run in it by chroot.
 //
 //   node scripts/rabbitmq4.js start|stop|status [--release sid|trixie] [--refuse-deprecated]
-//   node scripts/rabbitmq4.js run [--release ...] [--refuse-deprecated] [--time-limit S] -- command args...
+//   node scripts/rabbitmq4.js run [--release ...] [--refuse-deprecated] [--tls] [--time-limit S] -- command args...
 //   const rabbitmq4 = require('./scripts/rabbitmq4'); const node = await rabbitmq4.start(); node.url; await node.stop();
 //
 // start prints AMQP_URL=...; run starts a node from empty data, runs the command with AMQP_URL
+// (with --tls, the node's amqps:// listener, and NODE_EXTRA_CA_CERTS its CA)
 // and AMQPLIB_RS_RABBITMQCTL (the node's rabbitmqctl, a JSON array of argv) set, stops the node
 // and exits with the command's status, so that nothing is left running; with --time-limit, a
 // command still running after S seconds (a test file that never exits) is killed, its process
@@ -35,6 +36,7 @@ const path = require('node:path');
 const util = require('node:util');
 const { answers } = require('./answers');
 const system = require('./system');
+const { tlsCertificates } = require('../__test__/tls_certificates');
 
 const RELEASES = ['sid', 'trixie'];
 const CACHE = process.env.AMQPLIB_RS_CACHE_DIR || path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'amqplib-rs');
@@ -251,13 +253,16 @@ const LAUNCH = [
 ].join('\n');
 
 // One node in a root: `root` from ensureRoot; `name` short (the node is <name>@localhost);
-// `port` its AMQP port; `distPort`, `epmdPort`; `config` more lines of its rabbitmq.conf.
+// `port` its AMQP port; `distPort`, `epmdPort`; `config` more lines of its rabbitmq.conf;
+// `tlsPort`, if given, an amqps:// listener with a certificate of the tests' local CA
+// (__test__/tls_certificates.js), for localhost and 127.0.0.1.
 class ChrootNode {
-  constructor(root, { name, port, distPort = port + 20000, epmdPort, config = [] }) {
+  constructor(root, { name, port, distPort = port + 20000, epmdPort, config = [], tlsPort = 0 }) {
     if (epmdPort === 4369) throw new Error('the system epmd (4369) is never used: give the node an epmd port of its own');
-    Object.assign(this, { root, short: name, port, distPort, epmdPort, config });
+    Object.assign(this, { root, short: name, port, distPort, epmdPort, config, tlsPort });
     this.name = `${name}@localhost`;
     this.url = `amqp://guest:guest@127.0.0.1:${port}`;
+    this.tlsUrl = tlsPort ? `amqps://guest:guest@localhost:${tlsPort}` : null;
     this.dir = `${STATE}/${name}`;
     this.hostDir = path.join(root.dir, STATE, name);
     this.startupLog = path.join(this.hostDir, 'startup.log');
@@ -270,7 +275,8 @@ class ChrootNode {
 
   files() {
     return {
-      'rabbitmq.conf': [`listeners.tcp.1 = 127.0.0.1:${this.port}`, 'loopback_users = none', ...this.config, ''].join('\n'),
+      'rabbitmq.conf': [`listeners.tcp.1 = 127.0.0.1:${this.port}`, 'loopback_users = none', ...this.tlsConfig(), ...this.config, ''].join('\n'),
+      ...(this.tlsPort ? this.tlsFiles() : {}),
       // No plugins at all (not even management): less to boot and less CPU.
       enabled_plugins: '[].\n',
       'rabbitmq-env.conf': [
@@ -290,6 +296,29 @@ class ChrootNode {
         '',
       ].join('\n'),
     };
+  }
+
+  // The TLS listener's lines of rabbitmq.conf (no client certificate asked for).
+  tlsConfig() {
+    if (!this.tlsPort) return [];
+    return [
+      `listeners.ssl.1 = 127.0.0.1:${this.tlsPort}`,
+      `ssl_options.cacertfile = ${this.dir}/ca.pem`,
+      `ssl_options.certfile = ${this.dir}/server.pem`,
+      `ssl_options.keyfile = ${this.dir}/server.key`,
+      'ssl_options.verify = verify_none',
+      'ssl_options.fail_if_no_peer_cert = false',
+    ];
+  }
+
+  tlsFiles() {
+    const { ca, cert, key } = tlsCertificates();
+    return { 'ca.pem': ca.toString(), 'server.pem': cert.toString(), 'server.key': key.toString() };
+  }
+
+  // The CA a client of the TLS listener is to trust, as a file on the host.
+  get caFile() {
+    return path.join(this.hostDir, 'ca.pem');
   }
 
   // Writes the node's files; `wipe` drops its state (data, logs) first.
@@ -434,13 +463,14 @@ function runChild(command, args, timeout) {
 }
 
 // The single nodes' ports: AMQP 5701 for sid, 5702 for trixie, 10 more when refusing the
-// deprecated features; the distribution's 20000 above, epmd's 1000 below.
+// deprecated features; amqps:// 100 above, the distribution's 20000 above, epmd's 1000 below.
 function singleNodeSpec(release, refuseDeprecated) {
   checkRelease(release);
   const port = 5701 + RELEASES.indexOf(release) + (refuseDeprecated ? 10 : 0);
   return {
     name: `amqplib-rs-${release}${refuseDeprecated ? '-refusing' : ''}`,
     port,
+    tlsPort: port + 100,
     epmdPort: port - 1000,
     config: refuseDeprecated ? REFUSE_DEPRECATED : [],
   };
@@ -452,7 +482,7 @@ async function singleNode({ release = 'sid', refuseDeprecated = false } = {}) {
 
 // What start() resolves with: the node's URL and how to reach its CLI and stop it.
 function handle(node) {
-  return { url: node.url, name: node.name, rabbitmq: node.root.rabbitmq, ctlCommand: () => node.ctlCommand(), ctl: (args) => node.ctl(args), stop: () => stopNode(node) };
+  return { url: node.url, tlsUrl: node.tlsUrl, caFile: node.caFile, name: node.name, rabbitmq: node.root.rabbitmq, ctlCommand: () => node.ctlCommand(), ctl: (args) => node.ctl(args), stop: () => stopNode(node) };
 }
 
 // Starts the single node (the root made first if need be), from empty data unless it runs.
@@ -556,7 +586,7 @@ function runBounded([command, ...args], env, limitS) {
 function parseArgs(argv) {
   const dashes = argv.indexOf('--');
   const own = dashes < 0 ? argv : argv.slice(0, dashes);
-  const options = { command: own[0], release: 'sid', refuseDeprecated: own.includes('--refuse-deprecated'), rest: dashes < 0 ? [] : argv.slice(dashes + 1) };
+  const options = { command: own[0], release: 'sid', refuseDeprecated: own.includes('--refuse-deprecated'), tls: own.includes('--tls'), rest: dashes < 0 ? [] : argv.slice(dashes + 1) };
   const at = own.indexOf('--release');
   if (at >= 0) options.release = own[at + 1];
   const limit = own.indexOf('--time-limit');
@@ -568,7 +598,7 @@ async function main(argv) {
   const t0 = Date.now();
   const elapsed = () => `${((Date.now() - t0) / 1000).toFixed(1)} s`;
   log = (message) => console.error(`[${elapsed()}] ${message}`);
-  const { command, rest, timeLimit, ...options } = parseArgs(argv);
+  const { command, rest, timeLimit, tls, ...options } = parseArgs(argv);
   if (command === 'start') {
     const node = await start(options);
     console.error(`start: RabbitMQ ${node.rabbitmq} as ${node.name}, up in ${elapsed()}`);
@@ -580,15 +610,17 @@ async function main(argv) {
     console.log(JSON.stringify(await status(options), null, 2));
   } else if (command === 'run' && rest.length > 0) {
     const node = await start(options);
-    console.error(`run: RabbitMQ ${node.rabbitmq} as ${node.name} at ${node.url}, up in ${elapsed()}`);
+    console.error(`run: RabbitMQ ${node.rabbitmq} as ${node.name} at ${tls ? node.tlsUrl : node.url}, up in ${elapsed()}`);
     const t1 = Date.now();
-    const status = await runBounded(rest, { ...process.env, AMQP_URL: node.url, AMQPLIB_RS_RABBITMQCTL: JSON.stringify(node.ctlCommand()) }, timeLimit);
+    // Over TLS: the node's amqps:// URL, its CA trusted as Node trusts an extra CA.
+    const url = tls ? { AMQP_URL: node.tlsUrl, NODE_EXTRA_CA_CERTS: node.caFile } : { AMQP_URL: node.url };
+    const status = await runBounded(rest, { ...process.env, ...url, AMQPLIB_RS_RABBITMQCTL: JSON.stringify(node.ctlCommand()) }, timeLimit);
     console.error(`run: ${path.basename(rest[0])} ended (${status}) after ${((Date.now() - t1) / 1000).toFixed(1)} s`);
     await node.stop();
     console.error(`run: done in ${elapsed()}`);
     process.exitCode = typeof status === 'number' ? status : 1;
   } else {
-    throw new Error('usage: node scripts/rabbitmq4.js start|stop|status [--release sid|trixie] [--refuse-deprecated]\n' + '       node scripts/rabbitmq4.js run [--release sid|trixie] [--refuse-deprecated] [--time-limit S] -- command args...');
+    throw new Error('usage: node scripts/rabbitmq4.js start|stop|status [--release sid|trixie] [--refuse-deprecated]\n' + '       node scripts/rabbitmq4.js run [--release sid|trixie] [--refuse-deprecated] [--tls] [--time-limit S] -- command args...');
   }
 }
 

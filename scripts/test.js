@@ -11,8 +11,9 @@
 // (scripts/emulated.js), the product build, Miri over every test of the core crate, a quick API fuzz
 // against amqplib, a short integrity soak, and the Rust tests, the JS tests and the compat
 // suite again with the addon built with AddressSanitizer (scripts/sanitize.js), and last our JS
-// tests and amqplib's suite against RabbitMQ 4.x (scripts/rabbitmq4.js), our JS tests again
-// against a 4.x node that refuses the deprecated features.
+// tests and amqplib's suite against RabbitMQ 4.3 (scripts/rabbitmq4.js), amqplib's suite over
+// amqps:// to it, our JS tests against 4.0, and again against a 4.3 node that refuses the
+// deprecated features.
 // Stops at the first step that fails, with its exit code.
 
 const { spawnSync } = require('node:child_process');
@@ -73,6 +74,15 @@ const more = [
     ['scripts/rabbitmq4.js', 'run', '--release', 'sid', '--time-limit', RABBITMQ4_TIME_LIMIT, '--', node, '--test', '--test-timeout=60000', '__test__/**/*.test.js'],
   ],
   ['compat suite, RabbitMQ 4', node, ['scripts/rabbitmq4.js', 'run', '--release', 'sid', '--time-limit', RABBITMQ4_TIME_LIMIT, '--', node, 'compat/run.js']],
+  // amqplib's suite over amqps:// (the node's TLS listener, a certificate of the tests' local
+  // CA, trusted through NODE_EXTRA_CA_CERTS): its channel tests connect to URL, over TLS.
+  ['compat suite over TLS, RabbitMQ 4', node, ['scripts/rabbitmq4.js', 'run', '--release', 'sid', '--tls', '--time-limit', RABBITMQ4_TIME_LIMIT, '--', node, 'compat/run.js']],
+  // RabbitMQ 4.0 (Debian 13's), the oldest 4.x in support: our JS tests.
+  [
+    'JS tests, RabbitMQ 4.0',
+    node,
+    ['scripts/rabbitmq4.js', 'run', '--release', 'trixie', '--time-limit', RABBITMQ4_TIME_LIMIT, '--', node, '--test', '--test-timeout=60000', '__test__/**/*.test.js'],
+  ],
   // Our tests declare no transient non-exclusive queue (4.x refuses them by default soon).
   [
     'JS tests, RabbitMQ 4 refusing deprecated features',
