@@ -29,11 +29,13 @@
 
 const path = require('node:path');
 const fs = require('node:fs');
+const os = require('node:os');
 const net = require('node:net');
 const tls = require('node:tls');
 const crypto = require('node:crypto');
 const { fork } = require('node:child_process');
-const { ROOT, cliArgs, makeCertificate, prng, sleep } = require('./lib');
+const { ROOT, cliArgs, prng, sleep } = require('./lib');
+const { makeTlsCertificates } = require('../__test__/tls_certificates');
 
 const args = cliArgs().options;
 const BROKER = new URL(process.env.AMQP_URL || 'amqp://localhost');
@@ -130,8 +132,8 @@ function linkUp(client, rand) {
 }
 
 async function proxiesMain() {
-  const key = fs.readFileSync(path.join(args.certs, 'key.pem'));
-  const cert = fs.readFileSync(path.join(args.certs, 'cert.pem'));
+  const key = fs.readFileSync(path.join(args.certs, 'server.key'));
+  const cert = fs.readFileSync(path.join(args.certs, 'server.pem'));
   const rand = prng(Number(args.seed) + 1);
   const tlsServer = tls.createServer({ key, cert }, (socket) => linkUp(socket, null));
   tlsServer.on('tlsClientError', () => {});
@@ -183,8 +185,8 @@ async function soakMain() {
   };
   const POOL = crypto.randomBytes(MAX_SIZE + 65536);
 
-  const certs = makeCertificate('integrity-soak-');
-  const ca = fs.readFileSync(path.join(certs, 'cert.pem'));
+  const certs = makeTlsCertificates(fs.mkdtempSync(path.join(os.tmpdir(), 'integrity-soak-')));
+  const ca = fs.readFileSync(path.join(certs, 'ca.pem'));
   const proxies = await startProxies(certs, SEED);
   const endpoints = {
     plain: { url: `amqp://${user}@${TARGET.host}:${TARGET.port}${vhost === '/' ? '' : vhost}?${QUERY}`, options: {} },

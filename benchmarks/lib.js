@@ -6,7 +6,6 @@
 
 const path = require('node:path');
 const fs = require('node:fs');
-const os = require('node:os');
 const { Duplex } = require('node:stream');
 const { PerformanceObserver, performance, constants: perfConstants } = require('node:perf_hooks');
 const { execFileSync, fork } = require('node:child_process');
@@ -474,18 +473,6 @@ function cliArgs(argv = process.argv.slice(2)) {
   };
 }
 
-// A self-signed certificate for localhost and 127.0.0.1, made with the openssl CLI in a new
-// temporary directory (key.pem, cert.pem), which is returned.
-function makeCertificate(prefix = 'amqplib-rs-bench-') {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=localhost',
-    '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
-    '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'),
-  ], { stdio: 'ignore' });
-  return dir;
-}
-
 // ------------------------------------------------------------------ driver and child
 //
 // The scenarios against the broker run as a driver (always amqplib: it declares, fills and
@@ -629,7 +616,7 @@ function prng(seed) {
 
 module.exports = {
   prng,
-  ROOT, LIBS, SIZES, M, FRAME_MAX, AMQP_URL, load, libVersion, cliArgs, makeCertificate, method, header, message,
+  ROOT, LIBS, SIZES, M, FRAME_MAX, AMQP_URL, load, libVersion, cliArgs, method, header, message,
   deliveryTemplates, DeliveryStream, FrameScanner, fakeSocket, fakeChannel, OPEN_FIELDS, Meter, vmHwmMB, report,
   runChild, deadline, percentile, turn, sleep, writeJson, uniqueName, Child, fromDriver, childMain, driverMain,
   driverChannel,
