@@ -14,7 +14,7 @@ const PROTOCOL_HEADER_BYTES = 8;
 
 // Starts a server; `script({ conn, socket, send, expect, reset })` runs after each client's
 // handshake. Resolves to { url, close }, and with `tls` to the `ca` a client is to trust too.
-function fakeServer(script, { frameMax = 4096, tls: secure = false } = {}) {
+function fakeServer(script, { frameMax = 4096, serverProperties, tls: secure = false } = {}) {
   return new Promise((resolve) => {
     const sockets = new Set();
     const listen = (onSocket) => (secure ? tls.createServer(tlsCertificates(), onSocket) : net.createServer(onSocket));
@@ -22,7 +22,7 @@ function fakeServer(script, { frameMax = 4096, tls: secure = false } = {}) {
       sockets.add(socket);
       socket.on('close', () => sockets.delete(socket));
       socket.on('error', () => {});
-      serve(socket, script, frameMax);
+      serve(socket, script, { frameMax, serverProperties });
     });
     server.listen(0, '127.0.0.1', () => {
       const { port } = server.address();
@@ -38,15 +38,16 @@ function fakeServer(script, { frameMax = 4096, tls: secure = false } = {}) {
   });
 }
 
-// Serves one client on `socket` (any duplex stream): the handshake, then the script.
-function serve(socket, script, frameMax = 4096) {
+// Serves one client on `socket` (any duplex stream): the handshake, then the script. Its
+// connection.start announces `serverProperties` (default: product 'fake').
+function serve(socket, script, { frameMax = 4096, serverProperties = { product: 'fake' } } = {}) {
   socket.once('readable', () => {
     socket.read(PROTOCOL_HEADER_BYTES);
-    handshake(socket, frameMax).then((peer) => script(peer), () => socket.destroy());
+    handshake(socket, frameMax, serverProperties).then((peer) => script(peer), () => socket.destroy());
   });
 }
 
-function handshake(socket, frameMax) {
+function handshake(socket, frameMax, serverProperties) {
   const conn = new Connection(socket);
   conn.expectSocketClose = true;
   // Channels the client may open; the fake side needs records for them to send on.
@@ -63,7 +64,7 @@ function handshake(socket, frameMax) {
   send(defs.ConnectionStart, {
     versionMajor: 0,
     versionMinor: 9,
-    serverProperties: { product: 'fake' },
+    serverProperties,
     mechanisms: Buffer.from('PLAIN'),
     locales: Buffer.from('en_US'),
   });

@@ -292,3 +292,60 @@ for (const [name, amqp] of LIBRARIES) {
     });
   });
 }
+
+// RabbitMQ 4.1 and later drop a connection whose tune-ok asks for frames under 8192 bytes, 3 s
+// later and without a word (amqplib 2.3.1 then reports `read ECONNRESET`): ours refuses such a
+// frameMax at the tune, naming the limit and the server's version.
+describe('a frameMax under what the server takes: amqplib-rs', () => {
+  const amqp = require('../index');
+  const REFUSED = /^frameMax 4096 is below 8192, the least RabbitMQ (\S+) accepts \(it would drop the connection\)$/;
+  const fakeRabbitMQ = (version) => fakeServer(answersClose, { frameMax: 131072, serverProperties: { product: 'RabbitMQ', version } });
+
+  for (const version of ['4.1.0', '4.3.6', '5.0.0']) {
+    it(`RabbitMQ ${version}: frameMax 4096 is refused at the tune; 8192 connects`, async () => {
+      const server = await fakeRabbitMQ(version);
+      try {
+        await assert.rejects(amqp.connect(`${server.url}?frameMax=4096`), (err) => {
+          assert.match(err.message, REFUSED);
+          assert.strictEqual(REFUSED.exec(err.message)[1], version);
+          return true;
+        });
+        const conn = await amqp.connect(`${server.url}?frameMax=8192`);
+        assert.strictEqual(conn.connection.frameMax, 8192);
+        await conn.close();
+      } finally {
+        await server.close();
+      }
+    });
+  }
+
+  for (const version of ['4.0.5', '3.13.7']) {
+    it(`RabbitMQ ${version} takes frameMax 4096`, async () => {
+      const server = await fakeRabbitMQ(version);
+      try {
+        const conn = await amqp.connect(`${server.url}?frameMax=4096`);
+        assert.strictEqual(conn.connection.frameMax, 4096);
+        await conn.close();
+      } finally {
+        await server.close();
+      }
+    });
+  }
+
+  it("the broker's own answer to frameMax 4096: refused at once from RabbitMQ 4.1, taken before", async () => {
+    const probe = await amqp.connect(AMQP_URL);
+    const { version } = probe.connection.serverProperties;
+    await probe.close();
+    const [major, minor] = String(version).split('.').map(Number);
+    const url = `${AMQP_URL}${AMQP_URL.includes('?') ? '&' : '?'}frameMax=4096`;
+    if (major > 4 || (major === 4 && minor >= 1)) {
+      await assert.rejects(withTimeout(amqp.connect(url), 2000, 'the refusal'), { message: REFUSED });
+    } else {
+      const conn = await amqp.connect(url);
+      const ch = await conn.createChannel();
+      const { queue } = await ch.assertQueue('', { exclusive: true });
+      assert.ok(queue);
+      await conn.close();
+    }
+  });
+});

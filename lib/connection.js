@@ -153,6 +153,11 @@ class Connection extends EventEmitter {
             break;
           }
           tune(tuned, reply.fields, allFields);
+          if (tuned.frameMax !== 0 && tuned.frameMax < leastFrameMaxOf(this.serverProperties)) {
+            bail(new Error(fmt('frameMax %d is below %d, the least RabbitMQ %s accepts (it would drop the connection)',
+              tuned.frameMax, RABBITMQ_4_1_FRAME_MIN, this.serverProperties.version)));
+            break;
+          }
           if (trySend(defs.ConnectionTuneOk, defs.ConnectionOpen)) expect(defs.ConnectionOpenOk, onOpenOk);
           break;
         default:
@@ -426,6 +431,20 @@ function tune(tuned, server, wanted) {
   if (wanted.heartbeat == null) tuned.heartbeat = server.heartbeat;
   else if (wanted.heartbeat === 0) tuned.heartbeat = 0;
   else tuned.heartbeat = negotiate(server.heartbeat, wanted.heartbeat);
+}
+
+// RabbitMQ 4.1 and later take no frame_max below this in tune-ok (their frame size before
+// login, made room for JWTs): they say nothing, wait 3 s and drop the socket, which the client
+// would report as a reset.
+const RABBITMQ_4_1_FRAME_MIN = 8192;
+
+// The least frame size the server is known to accept, as its connection.start tells; 0 when
+// none is known (a frameMax that no body fits then fails at the publish, as in amqplib).
+function leastFrameMaxOf(serverProperties) {
+  const { product, version } = serverProperties || {};
+  const [major, minor] = String(version).split('.').map(Number);
+  const from4_1 = major > 4 || (major === 4 && minor >= 1);
+  return String(product) === 'RabbitMQ' && from4_1 ? RABBITMQ_4_1_FRAME_MIN : 0;
 }
 
 // 0 means "no limit": whichever side sets a limit wins, else the lower of the two.
