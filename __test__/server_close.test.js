@@ -276,3 +276,58 @@ for (const tls of [false, true]) {
     }
   });
 }
+
+// An RPC the server's close leaves without a reply rejects with amqplib's words, and with the
+// close beside them as its `cause` (in amqplib, the reason reaches only an 'error' event: a
+// RabbitMQ 4 node refusing a deprecated feature closes the whole connection with 541).
+describe("RPCs left without a reply carry the server's close as their cause", () => {
+  // Opens a channel on a fake server, makes `rpcs(ch)` (promises), lets `close(peer)` end
+  // things once the first RPC has reached the server; resolves to how each promise settled.
+  async function leftWithoutReply(amqp, rpcs, close) {
+    const server = await fakeServer(async (peer) => {
+      const open = await peer.expect(defs.ChannelOpen);
+      peer.send(defs.ChannelOpenOk, { channelId: Buffer.alloc(0) }, open.channel);
+      peer.conn.flush();
+      await peer.expect(defs.QueueDeclare);
+      close(peer);
+    });
+    try {
+      const conn = await amqp.connect(server.url);
+      conn.on('error', () => {});
+      const ch = await conn.createChannel();
+      ch.on('error', () => {});
+      const settled = await Promise.allSettled(rpcs(ch));
+      return settled.map((s) => s.reason);
+    } finally {
+      await server.close();
+    }
+  }
+
+  const cause = (err) => (err.cause ? { message: err.cause.message, code: err.cause.code } : undefined);
+
+  it('the connection closed by the server (541): the RPC in flight', async () => {
+    const act = [(ch) => [ch.assertQueue('q')], (peer) => serverClose(peer, 541, 'INTERNAL_ERROR - refused')];
+    const [mine] = await leftWithoutReply(ours, ...act);
+    const [theirs] = await leftWithoutReply(latest, ...act);
+    assert.strictEqual(mine.message, theirs.message);
+    assert.strictEqual(mine.message, 'Channel ended, no reply will be forthcoming');
+    assert.strictEqual(theirs.cause, undefined);
+    assert.deepStrictEqual(cause(mine), { message: 'Connection closed: 541 (INTERNAL-ERROR) with message "INTERNAL_ERROR - refused"', code: 541 });
+  });
+
+  it('the channel closed by the server (406): the RPC queued behind the one in flight', async () => {
+    const act = [
+      (ch) => [ch.assertQueue('q'), ch.assertQueue('r')],
+      (peer) => {
+        peer.send(defs.ChannelClose, { replyCode: 406, replyText: 'PRECONDITION_FAILED - test', classId: 50, methodId: 10 }, 1);
+        peer.conn.flush();
+      },
+    ];
+    const mine = await leftWithoutReply(ours, ...act);
+    const theirs = await leftWithoutReply(latest, ...act);
+    assert.deepStrictEqual(mine.map((e) => e.message), theirs.map((e) => e.message));
+    assert.strictEqual(mine[1].message, 'Channel ended, no reply will be forthcoming');
+    assert.strictEqual(cause(mine[0]), undefined); // the server's reply itself: amqplib's error
+    assert.deepStrictEqual(cause(mine[1]), { message: 'Channel closed by server: 406 (PRECONDITION-FAILED) with message "PRECONDITION_FAILED - test"', code: 406 });
+  });
+});

@@ -183,8 +183,10 @@ class Channel extends EventEmitter {
     this.sendOrEnqueue(method, fields, reply);
   }
 
-  toClosed(capturedStack) {
-    this._rejectPending();
+  // `cause`, if any, is why the channel ended (the server's close of it or of the connection, a
+  // socket error): the RPCs left without a reply carry it.
+  toClosed(capturedStack, cause) {
+    this._rejectPending(cause);
     this.stackAtStateChange = capturedStack;
     this.connection.releaseChannel(this.ch);
     safeEmit(this, 'close');
@@ -198,8 +200,11 @@ class Channel extends EventEmitter {
     this.toClosed(stackCapture('ChannelCloseOk frame received'));
   }
 
-  _rejectPending() {
-    const err = () => new Error('Channel ended, no reply will be forthcoming');
+  // amqplib's words, with the cause beside them (the server's reason, otherwise only in an
+  // 'error' event).
+  _rejectPending(cause) {
+    const message = 'Channel ended, no reply will be forthcoming';
+    const err = () => (cause ? new Error(message, { cause }) : new Error(message));
     if (this.reply !== null) this.reply(err());
     this.reply = null;
     for (const queued of this.pending) queued.reply(err());
@@ -370,7 +375,7 @@ class Channel extends EventEmitter {
     error.classId = f.fields.classId;
     error.methodId = f.fields.methodId;
     this.reportError(error);
-    this.toClosed(this.stackAtStateChange);
+    this.toClosed(this.stackAtStateChange, error);
   }
 
   // The reply to the RPC in flight; the next queued RPC goes out before it is handled.

@@ -256,10 +256,10 @@ class Connection extends EventEmitter {
     invalidateSend(this, 'Connection closing', capturedStack);
   }
 
-  _closeChannels(capturedStack) {
+  _closeChannels(capturedStack, cause) {
     for (let i = 1; i < this.channels.length; i++) {
       const record = this.channels[i];
-      if (record) record.channel.toClosed(capturedStack);
+      if (record) record.channel.toClosed(capturedStack, cause);
     }
   }
 
@@ -275,7 +275,7 @@ class Connection extends EventEmitter {
     const closeWaiter = this.closeWaiter;
     this.closeWaiter = null;
     this.session.closeChannels();
-    this._closeChannels(capturedStack);
+    this._closeChannels(capturedStack, maybeErr);
     const info = fmt('Connection closed (%s)', maybeErr ? maybeErr.toString() : 'by client');
     // A channel's sends go on to the native core, which refuses them as the channel's own:
     // amqplib's closed channels say 'Channel closed'.
