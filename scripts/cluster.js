@@ -27,6 +27,7 @@
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const { answers } = require('./answers');
+const { readPid, alive, withLock } = require('./system');
 const os = require('node:os');
 const path = require('node:path');
 const util = require('node:util');
@@ -136,24 +137,6 @@ async function untilAmqp(i, timeoutMs, failed = () => null) {
 
 const waitForAmqp = (i, timeoutMs = BOOT_TIMEOUT) => untilAmqp(i, timeoutMs);
 
-// The pid in a file, or 0 when there is no file or no pid in it.
-function readPid(file) {
-  try {
-    return Math.max(0, Number(fs.readFileSync(file, 'utf8'))) || 0;
-  } catch {
-    return 0;
-  }
-}
-
-// A process of another user (a 4.x node runs as its root's rabbitmq) answers kill 0 with EPERM.
-function alive(pid) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return err.code === 'EPERM';
-  }
-}
 
 // The pid of node i's VM, or 0. A pid file outlives a killed node and its pid may be reused,
 // so where there is a /proc the process must also carry this node's env file in its environment.
@@ -295,30 +278,7 @@ async function allUp() {
 async function exclusive(fn) {
   fs.mkdirSync(DIR, { recursive: true });
   chown(DIR);
-  const lock = path.join(DIR, 'lock');
-  const deadline = Date.now() + LOCK_TIMEOUT;
-  for (let waited = false; ; waited = true) {
-    try {
-      fs.writeFileSync(lock, String(process.pid), { flag: 'wx' });
-      break;
-    } catch (err) {
-      if (err.code !== 'EEXIST') throw err;
-    }
-    // A lock whose owner died is stale; one without a pid is being written or removed.
-    const owner = readPid(lock);
-    if (owner && !alive(owner)) {
-      fs.rmSync(lock, { force: true });
-      continue;
-    }
-    if (Date.now() > deadline) throw new Error(`${lock}: pid ${owner} still holds it after ${LOCK_TIMEOUT} ms`);
-    if (!waited) log(`waiting for pid ${owner}, which holds ${lock}`);
-    await sleep(250);
-  }
-  try {
-    return await fn();
-  } finally {
-    fs.rmSync(lock, { force: true });
-  }
+  return withLock(path.join(DIR, 'lock'), fn, { timeout: LOCK_TIMEOUT, log });
 }
 
 // Khepri as the 4.x cluster's metadata store: on 4.0 an opt-in feature flag, off by default,

@@ -38,6 +38,9 @@ const { answers } = require('./answers');
 const system = require('./system');
 const { tlsCertificates } = require('../__test__/tls_certificates');
 
+const { readPid, alive } = system;
+const withLock = (file, fn) => system.withLock(file, fn, { timeout: LOCK_TIMEOUT, log });
+
 const RELEASES = ['sid', 'trixie'];
 const CACHE = process.env.AMQPLIB_RS_CACHE_DIR || path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'amqplib-rs');
 const BOOT_TIMEOUT = 90_000;
@@ -128,54 +131,7 @@ function removeRoot(dir) {
   runAsRoot('rm', ['-rf', '--one-file-system', dir]);
 }
 
-// Holds `file` (made with O_EXCL, our pid in it) while fn runs: test files run in parallel
-// processes, and a node, a cluster or a root must be made by one at a time. A lock whose owner
-// is dead is taken over.
-async function withLock(file, fn) {
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  const deadline = Date.now() + LOCK_TIMEOUT;
-  for (let waited = false; ; waited = true) {
-    try {
-      fs.writeFileSync(file, String(process.pid), { flag: 'wx' });
-      break;
-    } catch (err) {
-      if (err.code !== 'EEXIST') throw err;
-    }
-    // One without a pid is being written or removed.
-    const owner = readPid(file);
-    if (owner && !alive(owner)) {
-      fs.rmSync(file, { force: true });
-      continue;
-    }
-    if (Date.now() > deadline) throw new Error(`${file}: pid ${owner} still holds it after ${LOCK_TIMEOUT} ms`);
-    if (!waited) log(`waiting for pid ${owner}, which holds ${file}`);
-    await sleep(250);
-  }
-  try {
-    return await fn();
-  } finally {
-    fs.rmSync(file, { force: true });
-  }
-}
 
-// The pid in a file, or 0 when there is no file or no pid in it.
-function readPid(file) {
-  try {
-    return Math.max(0, Number(fs.readFileSync(file, 'utf8'))) || 0;
-  } catch {
-    return 0;
-  }
-}
-
-// A process of another user (the nodes run as the root's rabbitmq) answers kill 0 with EPERM.
-function alive(pid) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return err.code === 'EPERM';
-  }
-}
 
 // What the marker of a complete root says ({ release, rabbitmq, made, seconds }), or null
 // when there is no complete root (no marker, or a root removed since).
@@ -542,7 +498,7 @@ function ctlCommandFor(url) {
   return new ChrootNode(madeRoot(options.release), singleNodeSpec(options.release, options.refuseDeprecated)).ctlCommand();
 }
 
-module.exports = { RELEASES, ChrootNode, useLog, hasRoot, ensureRoot, madeRoot, start, stop, status, withLock, singleNodeFor, ctlCommandFor, rootDir };
+module.exports = { RELEASES, ChrootNode, useLog, hasRoot, ensureRoot, madeRoot, start, stop, status, singleNodeFor, ctlCommandFor, rootDir };
 
 // Runs `command` in a process group of its own; resolves with its exit code, its signal, or 124
 // once it has been killed for running longer than `limitS` seconds (SIGTERM to the group, then

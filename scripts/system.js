@@ -194,4 +194,53 @@ function brokerCtlFor(url) {
   return { skip: `no rabbitmqctl is known for the broker at ${target.hostname}:${port} (AMQPLIB_RS_RABBITMQCTL may give its argv as JSON)` };
 }
 
-module.exports = { isRoot, canSudo, asRoot, runAsRoot, has, aptInstall, useVenv, pipInstall, versioned, brokerCtl, brokerCtlFor, VENV_BIN };
+// The pid in a file, or 0 when there is no file or no pid in it.
+function readPid(file) {
+  try {
+    return Math.max(0, Number(fs.readFileSync(file, 'utf8'))) || 0;
+  } catch {
+    return 0;
+  }
+}
+
+// A process of another user (a node run as rabbitmq) answers kill 0 with EPERM.
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return err.code === 'EPERM';
+  }
+}
+
+// Holds `file` (made with O_EXCL, our pid in it) while fn runs: test files run in parallel
+// processes, and a node, a cluster or a root must be made by one at a time. A lock whose owner
+// died is taken over; one without a pid is being written or removed. Gives up after `timeout`
+// ms; `log` hears that it waits.
+async function withLock(file, fn, { timeout, log }) {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  const deadline = Date.now() + timeout;
+  for (let waited = false; ; waited = true) {
+    try {
+      fs.writeFileSync(file, String(process.pid), { flag: 'wx' });
+      break;
+    } catch (err) {
+      if (err.code !== 'EEXIST') throw err;
+    }
+    const owner = readPid(file);
+    if (owner && !alive(owner)) {
+      fs.rmSync(file, { force: true });
+      continue;
+    }
+    if (Date.now() > deadline) throw new Error(`${file}: pid ${owner} still holds it after ${timeout} ms`);
+    if (!waited) log(`waiting for pid ${owner}, which holds ${file}`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  try {
+    return await fn();
+  } finally {
+    fs.rmSync(file, { force: true });
+  }
+}
+
+module.exports = { isRoot, canSudo, asRoot, runAsRoot, has, aptInstall, useVenv, pipInstall, versioned, brokerCtl, brokerCtlFor, VENV_BIN, readPid, alive, withLock };
