@@ -81,10 +81,11 @@ function handshake(socket, frameMax, serverProperties) {
         conn.flush();
         socket.write(Buffer.from(bytes));
       };
-      // A reset of the TCP connection (under TLS, of the socket it runs over: what the server
-      // wrote before is sent first, its close_notify not).
-      const reset = () => (socket._parent ?? socket).resetAndDestroy();
-      return { conn, socket, send, sendRaw, expect, reset };
+      // The TCP socket (under TLS, the one it runs over), and its reset: what the server wrote
+      // before is sent first, a TLS close_notify not.
+      const tcp = socket._parent ?? socket;
+      const reset = () => tcp.resetAndDestroy();
+      return { conn, socket, tcp, send, sendRaw, expect, reset };
     });
 }
 

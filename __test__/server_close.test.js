@@ -56,7 +56,7 @@ async function scriptedServer({ tls = false } = {}) {
   const server = await fakeServer(async (p) => {
     // As brokers do: with Nagle on, a close written while an earlier frame waits for its ACK
     // would still be in the server's send queue when the reset throws the queue away.
-    (p.socket._parent ?? p.socket).setNoDelay(true);
+    p.tcp.setNoDelay(true);
     for (;;) {
       const frame = await p.expect().catch(() => null);
       if (frame === null) return;

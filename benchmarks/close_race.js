@@ -54,7 +54,7 @@ async function child({ lib, writer, runs }) {
   for (let i = 0; i < runs; i++) {
     let peer;
     const server = await fakeServer(async (p) => {
-      (p.socket._parent ?? p.socket).setNoDelay(true);
+      p.tcp.setNoDelay(true);
       const open = await p.expect(defs.ChannelOpen);
       p.send(defs.ChannelOpenOk, { channelId: Buffer.alloc(0) }, open.channel);
       p.conn.flush();

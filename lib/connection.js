@@ -153,9 +153,10 @@ class Connection extends EventEmitter {
             break;
           }
           tune(tuned, reply.fields, allFields);
-          if (tuned.frameMax !== 0 && tuned.frameMax < leastFrameMaxOf(this.serverProperties)) {
+          const least = leastFrameMaxOf(this.serverProperties);
+          if (tuned.frameMax !== 0 && tuned.frameMax < least) {
             bail(new Error(fmt('frameMax %d is below %d, the least RabbitMQ %s accepts (it would drop the connection)',
-              tuned.frameMax, RABBITMQ_4_1_FRAME_MIN, this.serverProperties.version)));
+              tuned.frameMax, least, this.serverProperties.version)));
             break;
           }
           if (trySend(defs.ConnectionTuneOk, defs.ConnectionOpen)) expect(defs.ConnectionOpenOk, onOpenOk);
@@ -220,7 +221,7 @@ class Connection extends EventEmitter {
   // The stream failed or ended: what it had received before comes first, so that a close in
   // it wins (onSocketError then finds the connection closed).
   onStreamFailed(err) {
-    if (!this.expectSocketClose && this.incoming.lastWordsWaiting()) this.dispatchFrames();
+    if (!this.expectSocketClose && this.incoming.takeLastWords()) this.dispatchFrames();
     this.onSocketError(err);
   }
 

@@ -79,9 +79,10 @@ class Incoming {
   }
 
   // The stream has failed while what it had received waits to be read (the read budget spent,
-  // or its error reported before its data): that is the server's last words, taken now and
-  // whole, whatever the budget (it holds no more than it has). True when there is any.
-  lastWordsWaiting() {
+  // or its error reported before its data): that is the server's last words, to be taken now
+  // and whole, whatever the budget (it holds no more than it has). Lifts the budget for the
+  // rest of the stream's life and says whether there is anything to take.
+  takeLastWords() {
     if (this.parsedAsRead || this.streamFailed || this.stream.readableLength === 0) return false;
     this.streamFailed = true;
     return true;

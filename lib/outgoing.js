@@ -9,9 +9,9 @@
 // Windows, Bun, Deno) writes after the turn's poll phase (setImmediate), as amqplib does: a
 // server that closes the connection and resets it (a node stopping) has its close read, and
 // decrypted, before a write can fail on the reset and the stream report that instead. Any
-// other stream (an in-memory pair, as tests use) has no reset to lose: it writes at once. Each send reports whether more may follow
-// (publish and sendToQueue return it); once one has said no, every channel gets 'drain' when
-// more may follow again.
+// other stream (an in-memory pair, as tests use) has no reset to lose: it writes at once.
+// Each send reports whether more may follow (publish and sendToQueue return it); once one has
+// said no, every channel gets 'drain' when more may follow again.
 
 // Buffer from node:buffer: the global one is a getter, run at each use (once per message here).
 const { Buffer } = require('node:buffer');
