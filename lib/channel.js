@@ -526,15 +526,38 @@ class BaseChannel extends Channel {
 
   handleDelivery(message) {
     const fields = message.fields;
+    if (!this.consumers.has(fields.consumerTag)) return this.requeueStray(fields);
     if (!tracing.deliver.hasSubscribers) return this.dispatchMessage(fields, message);
     const context = tracing.deliverContext(this, this.consumerQueues.get(fields.consumerTag), message);
     return tracing.deliver.traceSync(this.dispatchMessage, context, this, fields, message);
   }
 
   handleCancel(fields) {
+    if (!this.consumers.has(fields.consumerTag)) return this.warnOfStray(fields, 'its cancel ignored');
     const result = this.dispatchMessage(fields, null);
     this.unregisterConsumer(fields.consumerTag);
     return result;
+  }
+
+  // A delivery for a consumer this channel no longer has: RabbitMQ 4.3.6 keeps a consumer its
+  // consumer timeout cancelled, and sends it what the queue holds once the consumer's channel
+  // settles a delivery. amqplib throws "Unknown consumer", which closes the channel or the
+  // whole connection. Here the server is told to cancel that consumer (a tag it has no longer
+  // is no error), then the message goes back to its queue, for the queue's other consumers (a
+  // closing channel's go back by themselves), and the channel warns.
+  requeueStray(fields) {
+    if (this.connection.channelRefusal(this.handle) === null) {
+      this.sendImmediately(defs.BasicCancel, { consumerTag: fields.consumerTag, nowait: true });
+      this.sendImmediately(defs.BasicReject, { deliveryTag: fields.deliveryTag, requeue: true });
+    }
+    this.warnOfStray(fields, 'rejected back to its queue');
+  }
+
+  warnOfStray(fields, outcome) {
+    const warning = new Error(fmt('Unknown consumer: %s; %s', fields.consumerTag, outcome));
+    warning.name = 'UnknownConsumerWarning';
+    warning.fields = fields;
+    safeEmit(this, 'warning', warning);
   }
 }
 

@@ -1,0 +1,79 @@
+'use strict';
+// A consumer timeout, against the broker of AMQP_URL (RabbitMQ 3.12 and later time out a
+// consumer that holds a delivery unsettled longer than the queue's x-consumer-timeout). The
+// server cancels the consumer (a null delivery, as amqplib); then RabbitMQ 4.3.6 keeps the
+// cancelled consumer and, once the channel settles anything, sends it what the queue holds.
+// amqplib 2.3.1 takes such a delivery for an error and closes the channel; here the server is
+// told to cancel the consumer, the message goes back to its queue and the channel warns.
+
+const { describe, it, before } = require('node:test');
+const assert = require('node:assert');
+const { AMQP_URL, ours, latest, uniqueName, withTimeout, delay } = require('./helpers');
+
+const CONSUMER_TIMEOUT = 5000;
+
+// What happens to a consumer with two deliveries held past the timeout, then acked late: the
+// consumer's deliveries (null for its cancel), the channel's warnings and errors, and the queue
+// once it has settled.
+async function holdPastTheTimeout(lib) {
+  const conn = await lib.connect(AMQP_URL);
+  const ch = await conn.createChannel();
+  const seen = { deliveries: [], warnings: [], errors: [], queue: null };
+  ch.on('warning', (w) => seen.warnings.push(w));
+  ch.on('error', (e) => seen.errors.push(e));
+  const queue = uniqueName('consumer-timeout');
+  await ch.assertQueue(queue, { durable: true, arguments: { 'x-queue-type': 'quorum', 'x-consumer-timeout': CONSUMER_TIMEOUT } });
+  ch.sendToQueue(queue, Buffer.from('first'));
+  ch.sendToQueue(queue, Buffer.from('second'));
+  await ch.prefetch(2);
+  const held = [];
+  let cancelled;
+  const cancel = new Promise((resolve) => (cancelled = resolve));
+  const { consumerTag } = await ch.consume(queue, (msg) => {
+    seen.deliveries.push(msg && msg.content.toString());
+    if (msg === null) cancelled();
+    else held.push(msg);
+  });
+  await withTimeout(cancel, CONSUMER_TIMEOUT * 3, "the server's cancel");
+  for (const msg of held) ch.ack(msg);
+  // The queue, from another channel, once both messages are back and no consumer is left.
+  const probe = await conn.createChannel();
+  for (let i = 0; i < 50; i++) {
+    seen.queue = await probe.checkQueue(queue);
+    if (seen.queue.messageCount === 2 && seen.queue.consumerCount === 0) break;
+    await delay(100);
+  }
+  await probe.deleteQueue(queue);
+  await conn.close().catch(() => {});
+  return { ...seen, consumerTag };
+}
+
+describe('a consumer timeout', () => {
+  let version;
+  before(async () => {
+    const conn = await ours.connect(AMQP_URL);
+    version = String(conn.connection.serverProperties.version);
+    await conn.close();
+  });
+  const hasConsumerTimeout = () => {
+    const [major, minor] = version.split('.').map(Number);
+    return major > 3 || (major === 3 && minor >= 12);
+  };
+
+  it('cancels the consumer with a null delivery; a stray delivery after it goes back to the queue with a warning, the channel lives', async (t) => {
+    if (!hasConsumerTimeout()) return t.skip(`RabbitMQ ${version} has no per-queue consumer timeout`);
+    const result = await holdPastTheTimeout(ours);
+    assert.deepStrictEqual(result.deliveries, ['first', 'second', null]);
+    assert.deepStrictEqual(result.errors, []);
+    assert.deepStrictEqual(result.queue && [result.queue.messageCount, result.queue.consumerCount], [2, 0]);
+    for (const w of result.warnings) {
+      assert.strictEqual(w.message, `Unknown consumer: ${result.consumerTag}; rejected back to its queue`);
+    }
+    if (version === '4.3.6') {
+      // The server's fault, seen here: amqplib 2.3.1 closes the channel over it.
+      assert.ok(result.warnings.length >= 1, 'RabbitMQ 4.3.6 sent the cancelled consumer a delivery');
+      const amqplib = await holdPastTheTimeout(latest);
+      assert.strictEqual(amqplib.errors[0]?.message, `Unknown consumer: ${amqplib.consumerTag}`);
+    }
+  });
+});
