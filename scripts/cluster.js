@@ -362,6 +362,11 @@ async function startApp(i) {
 
 const restart = ensureNode;
 
+// Closes every client connection of node i (320 CONNECTION_FORCED), as an operator may.
+async function closeConnections(i) {
+  await ctl(i, ['close_all_connections', 'closed by the cluster scenarios']);
+}
+
 // A watermark that any VM exceeds raises the alarm at once; 0.4 is the default.
 async function setMemoryAlarm(i, on) {
   await ctl(i, ['set_vm_memory_high_watermark', on ? '0.0000001' : '0.4']);
@@ -391,7 +396,7 @@ async function status() {
   return { release: RELEASE || 'system', dir: DIR, nodes, cluster: i < 0 ? [] : (await clusterStatus(i)).running_nodes };
 }
 
-module.exports = { NODES, start, stop, status, stopApp, startApp, kill, restart, setMemoryAlarm, queueLeader, waitForAmqp };
+module.exports = { NODES, RELEASE, start, stop, status, stopApp, startApp, closeConnections, kill, restart, setMemoryAlarm, queueLeader, waitForAmqp };
 
 async function main(command) {
   const t0 = Date.now();

@@ -183,6 +183,37 @@ describe('a three-node cluster', { timeout: 20 * 60 * 1000 }, () => {
     assert.ok(counts.longestGapMs < 1000, `the longest wait between confirms was ${counts.longestGapMs} ms`);
   });
 
+  // Two nodes of three down leave no majority: a quorum queue confirms nothing, and on
+  // RabbitMQ 4 (Khepri) the metadata store has no quorum either, so a declare that writes (the
+  // service's reply queue) on the node left waits 30 s, then the server closes the connection
+  // with 541. The service is made to reconnect to that node once the others are down (its
+  // connections closed there): a reconnect as the second node stops can still find a majority.
+  it('two nodes down for 40 s, then back: the service comes back by itself, nothing confirmed is lost', async () => {
+    const queue = queueName('no-majority');
+    await declareOn(0, queue);
+    const consumer = await startConsumer(ours, URLS, queue, { preferredNode: 1 });
+    const publisher = await startPublisher(ours, URLS, queue, { preferredNode: 2, replyQueue: true });
+    await sleep(2000);
+    await cluster.stopApp(1);
+    await cluster.stopApp(2);
+    await sleep(2000);
+    await cluster.closeConnections(0);
+    await sleep(38000);
+    await cluster.startApp(1);
+    await cluster.startApp(2);
+    const confirmedBefore = publisher.state.confirmed.size;
+    for (let i = 0; i < 600 && publisher.state.confirmed.size < confirmedBefore + 100; i++) await sleep(100);
+    const confirmedAfter = publisher.state.confirmed.size - confirmedBefore;
+    const counts = await finish('two nodes down and back', 'amqplib-rs, three nodes', { publisher, consumer, queue }, { confirmedAfter });
+    assert.ok(confirmedAfter >= 100, `${confirmedAfter} confirmed once the nodes were back`);
+    assert.strictEqual(counts.lost, 0);
+    if (cluster.RELEASE) {
+      // The 541 reached the service as the cause of a failed reconnect, not as a bare
+      // "Channel ended".
+      assert.ok(counts.connectFailures.some((f) => /541/.test(f)), `no 541 among ${JSON.stringify(counts.connectFailures)}`);
+    }
+  });
+
   it(`${GRACEFUL_STOPS} graceful node stops under load, the service with only a 'disconnect' listener`, async () => {
     const queue = queueName('graceful');
     const consumer = await startConsumer(ours, URLS, queue, { preferredNode: 2 });

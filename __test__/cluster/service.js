@@ -16,14 +16,17 @@ function recoveryOptions(setup, preferredNode) {
   return { recovery: { initialDelay: 50, maxDelay: 500, setup, ...(preferredNode === undefined ? {} : { preferredNode }) } };
 }
 
-// Publishes `perTick` messages every 10 ms while running, each numbered in its messageId.
-async function startPublisher(amqp, target, queue, { perTick = 10, preferredNode } = {}) {
+// Publishes `perTick` messages every 10 ms while running, each numbered in its messageId. With
+// `replyQueue`, its setup also declares a server-named exclusive queue, as an RPC client's
+// does: a metadata write on every (re)connect, where asserting an existing queue is a read.
+async function startPublisher(amqp, target, queue, { perTick = 10, preferredNode, replyQueue = false } = {}) {
   // `node`: the index of the node it is connected to (ours says in 'connect'; a single URL is 0).
-  const state = { sent: 0, confirmed: new Set(), refused: 0, disconnects: [], errors: [], longestGap: 0, lastConfirm: 0, channel: null, node: preferredNode ?? 0 };
+  const state = { sent: 0, confirmed: new Set(), refused: 0, disconnects: [], errors: [], connectFailures: [], longestGap: 0, lastConfirm: 0, channel: null, node: preferredNode ?? 0 };
   const setup = async (model) => {
     const ch = await model.createConfirmChannel();
     ch.on('error', () => {}); // channel errors are a service's business; the connection's are ours
     await ch.assertQueue(queue, QUORUM);
+    if (replyQueue) await ch.assertQueue('', { exclusive: true });
     state.channel = ch;
     ch.on('close', () => {
       if (state.channel === ch) state.channel = null;
@@ -32,6 +35,9 @@ async function startPublisher(amqp, target, queue, { perTick = 10, preferredNode
   const model = await amqp.connect(target, recoveryOptions(setup, preferredNode));
   model.on('disconnect', (err) => state.disconnects.push(err.message));
   model.on('error', (err) => state.errors.push(err.message));
+  // A reconnect that failed (its setup's declare refused, say), with the server's close that
+  // ended it, where there was one.
+  model.on('connect-failed', (err) => state.connectFailures.push(err.cause ? `${err.message} (${err.cause.message})` : err.message));
   model.on('connect', (m, which) => {
     if (which) state.node = which.index;
   });
@@ -108,6 +114,7 @@ async function settle(publisher, consumer, ms = 30000) {
     longestGapMs: publisher.state.longestGap,
     disconnects: publisher.state.disconnects.length + consumer.state.disconnects.length,
     errors: [...publisher.state.errors, ...consumer.state.errors],
+    connectFailures: publisher.state.connectFailures,
   };
 }
 
