@@ -686,8 +686,9 @@ describe('recovery as amqplib 2.3.1', () => {
 describe('recovery through connect() (broker)', () => {
   const { AMQP_URL, ours, oursCallback, latest, latestCallback } = require('./helpers');
 
-  it('no URL at all (null, as amqplib takes it) means amqp://localhost, and the connect event says so', async () => {
-    if (new URL(AMQP_URL).hostname !== 'localhost') return; // the broker is elsewhere
+  it('no URL at all (null, as amqplib takes it) means amqp://localhost, and the connect event says so', async (t) => {
+    const broker = new URL(AMQP_URL);
+    if (broker.hostname !== 'localhost' || (broker.port && broker.port !== '5672')) return t.skip(`the broker is at ${broker.host}`);
     const client = await ours.connect(null, { recovery: { waitForConnect: false } });
     const [, which] = await new Promise((resolve) => client.once('connect', (...args) => resolve(args)));
     assert.deepStrictEqual(which, { index: 0, node: 'amqp://localhost:5672/' });

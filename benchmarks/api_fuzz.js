@@ -288,7 +288,10 @@ function position(name, spec) {
 }
 
 const connectSpec = (call) => ({ kind: 'connect', limit: CONNECT_LIMIT, call });
-const urlObject = (extra) => ({ protocol: 'amqp', hostname: '127.0.0.1', port: 5672, username: 'guest', password: 'guest', ...extra });
+// The broker's address as a URL object (localhost as 127.0.0.1: the broker may not listen on ::1).
+const BROKER = new URL(BROKER_URL);
+const BROKER_HOST = BROKER.hostname === 'localhost' ? '127.0.0.1' : BROKER.hostname;
+const urlObject = (extra) => ({ protocol: 'amqp', hostname: BROKER_HOST, port: Number(BROKER.port) || 5672, username: 'guest', password: 'guest', ...extra });
 
 position('connect.url', connectSpec((c, v) => c.lib.connect(v)));
 position('connect.socketOptions', connectSpec((c, v) => c.lib.connect(c.url, v)));

@@ -12,8 +12,8 @@
 // against amqplib, a short integrity soak, and the Rust tests, the JS tests and the compat
 // suite again with the addon built with AddressSanitizer (scripts/sanitize.js), and last our JS
 // tests and amqplib's suite against RabbitMQ 4.3 (scripts/rabbitmq4.js), amqplib's suite over
-// amqps:// to it, our JS tests against 4.0, and again against a 4.3 node that refuses the
-// deprecated features.
+// amqps:// to it, our JS tests against 4.0, again against a 4.3 node that refuses the
+// deprecated features, and the cluster scenarios on three 4.3 nodes.
 // Stops at the first step that fails, with its exit code.
 
 const { spawnSync } = require('node:child_process');
@@ -89,6 +89,8 @@ const more = [
     node,
     ['scripts/rabbitmq4.js', 'run', '--release', 'sid', '--refuse-deprecated', '--time-limit', RABBITMQ4_TIME_LIMIT, '--', node, '--test', '--test-timeout=60000', '__test__/**/*.test.js'],
   ],
+  // The cluster scenarios again, on three RabbitMQ 4.3 nodes (Khepri) of the same root.
+  ['cluster scenarios, RabbitMQ 4', 'npm', ['run', 'test:cluster'], { AMQPLIB_RS_CLUSTER_RELEASE: 'sid' }],
 ];
 
 const steps = full ? [...quick, ...more] : quick;
