@@ -98,4 +98,6 @@ async function main() {
   if (failed.length > 0 || ran.length === 0) process.exit(1);
 }
 
-main();
+// scripts/runtimes.js runs the same suite under Bun and Deno, with the same copy and relay.
+if (require.main === module) main();
+else module.exports = { copySuite, relayIpv6ToBroker, exemptions, BROKER_URL };
