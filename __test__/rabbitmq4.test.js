@@ -1,5 +1,9 @@
 'use strict';
-// A consumer timeout, against the broker of AMQP_URL: RabbitMQ 4.3 cancels a consumer of a
+// What RabbitMQ 4 does that 3.x did not, against the broker of AMQP_URL (test:full runs our
+// tests against 4.3, 4.0 and a 4.3 node refusing the deprecated features), and what a client
+// makes of it, compared with amqplib 2.3.1.
+//
+// A consumer timeout: RabbitMQ 4.3 cancels a consumer of a
 // quorum queue that holds a delivery unsettled longer than the queue's x-consumer-timeout (a
 // null delivery, as amqplib; 4.0.5 sent nothing within 15 s, its timeout closing the channel
 // on a check that runs once a minute, so the test runs from 4.3). Then RabbitMQ 4.3.6 keeps the
@@ -76,5 +80,39 @@ describe('a consumer timeout', () => {
       const amqplib = await holdPastTheTimeout(latest);
       assert.strictEqual(amqplib.errors[0]?.message, `Unknown consumer: ${amqplib.consumerTag}`);
     }
+  });
+});
+
+// A node that refuses a deprecated feature (RabbitMQ 4's deprecated_features.permit.* = false)
+// closes the whole connection with 541 when a client uses it: a transient non-exclusive queue
+// is refused at its declare. The declare's rejection keeps amqplib's words and carries the
+// server's close as its cause; amqplib 2.3.1 gives the close to the connection's 'error' only.
+describe('a deprecated feature refused', () => {
+  const declareTransient = async (lib) => {
+    const conn = await lib.connect(AMQP_URL);
+    const errors = [];
+    conn.on('error', (e) => errors.push(e));
+    const ch = await conn.createChannel();
+    const queue = uniqueName('transient-non-exclusive');
+    try {
+      await ch.assertQueue(queue, { durable: false });
+      await ch.deleteQueue(queue);
+      await conn.close();
+      return { refused: null, errors };
+    } catch (refused) {
+      return { refused, errors };
+    }
+  };
+
+  it("a transient non-exclusive queue's declare rejects with the server's 541 as its cause", async (t) => {
+    const mine = await declareTransient(ours);
+    if (mine.refused === null) return t.skip('the broker takes transient non-exclusive queues');
+    assert.strictEqual(mine.refused.message, 'Channel ended, no reply will be forthcoming');
+    assert.strictEqual(mine.refused.cause?.code, 541);
+    assert.match(mine.refused.cause.message, /transient_nonexcl_queues|deprecated/i);
+    const amqplib = await declareTransient(latest);
+    assert.strictEqual(amqplib.refused?.message, 'Channel ended, no reply will be forthcoming');
+    assert.strictEqual(amqplib.refused.cause, undefined);
+    assert.strictEqual(amqplib.errors[0]?.code, 541);
   });
 });
