@@ -4,8 +4,8 @@
 // on both transports (the generated-file check among them), the type checks and amqplib's own
 // suite (compat/run.js).
 // `npm run test:full` (`node scripts/test.js --full`, what CI runs): all of that, then
-// amqplib's suite again on the stream path, our JS tests under Bun and Deno, amqplib's suite
-// under Bun, the cluster
+// amqplib's suite again on the stream path, our JS tests and amqplib's suite under Bun and
+// Deno, the cluster
 // scenarios against a three-node cluster of its own (npm run test:cluster), clippy with and without the native socket and for every
 // target (scripts/check-targets.js), the other targets linked and checked (scripts/build-cross.js),
 // our tests and amqplib's suite on Linux arm64 under qemu and on Windows under Wine
@@ -49,8 +49,10 @@ const more = [
   // less what __test__/runtimes/exemptions.json lists with its reason (scripts/runtimes.js).
   ['JS tests under Bun', node, ['scripts/runtimes.js', 'bun']],
   ['JS tests under Deno', node, ['scripts/runtimes.js', 'deno']],
-  // amqplib's own suite under Bun, as compat/run.js runs it on Node (same copy, relay, URL).
+  // amqplib's own suite under Bun and Deno, as compat/run.js runs it on Node (same copy,
+  // relay, URL).
   ['compat suite under Bun', node, ['scripts/runtimes.js', 'bun', '--compat']],
+  ['compat suite under Deno', node, ['scripts/runtimes.js', 'deno', '--compat']],
   // A three-node cluster on loopback (scripts/cluster.js), started and stopped by the script.
   ['cluster scenarios', 'npm', ['run', 'test:cluster']],
   ['crate without the native socket', 'cargo', ['clippy', '--release', '--all-targets', '--target-dir', 'target/stream-only', '--', '-D', 'warnings'], { AMQPLIB_RS_STREAM_ONLY: '1' }],
