@@ -27,13 +27,16 @@ const RUNTIMES = [
 // (a SIGSEGV in 2 of 3 runs before lib/native.js made its calls inert after 'unload').
 const inFlight = path.join(__dirname, 'runtimes', 'in_flight_at_exit.cjs');
 
+// Bun and Deno are this machine's own binaries from npm: they load the package's own build,
+// not another one under test (the emulated and sanitizer runs name theirs).
+const skipFor = (name, command) =>
+  ((process.versions.bun || process.versions.deno) && 'run from Node, which starts each runtime') ||
+  (name !== 'Node' && process.env.AMQPLIB_RS_ADDON && 'another build is under test (AMQPLIB_RS_ADDON)') ||
+  (!fs.existsSync(command) && `${path.basename(command)} is not installed (npm install)`);
+
 describe('runtimes', () => {
   for (const [name, command, args, transport] of RUNTIMES) {
-    // Bun and Deno are this machine's own binaries from npm: they load the package's own build,
-    // not another one under test (the emulated and sanitizer runs name theirs).
-    const skip = ((process.versions.bun || process.versions.deno) && 'run from Node, which starts each runtime') ||
-      (name !== 'Node' && process.env.AMQPLIB_RS_ADDON && 'another build is under test (AMQPLIB_RS_ADDON)') ||
-      (!fs.existsSync(command) && `${path.basename(command)} is not installed (npm install)`);
+    const skip = skipFor(name, command);
     it(`${name}: 1000 confirmed round trips with the default transport`, { skip, timeout: 120_000 }, () => {
       const run = spawnSync(command, args, { encoding: 'utf8', timeout: 100_000, env: { ...process.env, AMQP_URL } });
       assert.strictEqual(run.status, 0, `${name} exited with ${run.status ?? run.signal}:\n${run.stderr}`);
@@ -42,8 +45,7 @@ describe('runtimes', () => {
     });
   }
 
-  const denoSkip = (process.versions.bun || process.versions.deno) ? 'run from Node, which starts Deno' : !fs.existsSync(bin('deno')) && 'deno is not installed (npm install)';
-  it('Deno: a test file that ends with connections in flight exits as its tests say, five times of five', { skip: denoSkip, timeout: 120_000 }, () => {
+  it('Deno: a test file that ends with connections in flight exits as its tests say, five times of five', { skip: skipFor('Deno', bin('deno')), timeout: 120_000 }, () => {
     for (let run = 0; run < 5; run++) {
       const deno = spawnSync(bin('deno'), ['test', '--allow-all', '--no-check', '--unstable-detect-cjs', inFlight], { encoding: 'utf8', timeout: 20_000, env: { ...process.env, AMQP_URL } });
       assert.strictEqual(deno.status, 0, `run ${run + 1}: exit ${deno.status ?? deno.signal}\n${deno.stdout}\n${deno.stderr}`);
