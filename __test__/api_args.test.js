@@ -337,6 +337,11 @@ describe('api_args behaviour', () => {
     assert.deepStrictEqual(headers, { a: 1 });
     assert.deepStrictEqual(decodeProperties(fields).headers, { 'x-trace': 't', a: 1 });
     const bare = Args.publish('', 'q');
+    const refBare = RefArgs.publish('', 'q', {});
+    for (const name of ['toString', 'hasOwnProperty', 'constructor']) {
+      assert.strictEqual(name in bare.headers, name in refBare.headers, name);
+    }
+    assert.notStrictEqual(Args.publish('', 'q').headers, bare.headers);
     bare.headers.added = 1;
     assert.deepStrictEqual(decodeProperties(bare).headers, { added: 1 });
     assert.deepStrictEqual(decodeProperties(Args.publish('', 'q')).headers, {});

@@ -210,14 +210,19 @@ function routingList(value) {
   return [String(value)];
 }
 
+// A publish's headers without the caller's: empty, and inheriting nothing, as amqplib's
+// Object.create(null). Made by a constructor because V8 makes Object.create(null) a
+// dictionary, slower to fill and to read, and gives a `{}` literal four spare slots: an
+// instance is trimmed to the fields it has, 24 bytes where `{}` takes 56, on every publish.
+function BareHeaders() {}
+BareHeaders.prototype = Object.create(null);
+
 // A publish's headers: a table of its own whose prototype is the caller's (as amqplib makes
 // it), with CC and BCC over them. What an instrumentation adds (trace headers, in
 // sendMessage or publish) is sent, and never lands on the caller's object. A primitive
-// `headers` throws amqplib's TypeError (Object.create's own). Without headers, a literal: V8
-// makes Object.create(null) a dictionary, slower to fill and to read than `{}`, which encodes
-// the same (Object.prototype has nothing enumerable).
+// `headers` throws amqplib's TypeError (Object.create's own).
 function publishHeaders(options) {
-  const headers = options.headers ? Object.create(options.headers) : {};
+  const headers = options.headers ? Object.create(options.headers) : new BareHeaders();
   if (options.CC !== undefined) headers.CC = routingList(options.CC);
   if (options.BCC !== undefined) headers.BCC = routingList(options.BCC);
   return headers;
