@@ -518,22 +518,24 @@ class BaseChannel extends Channel {
     this.consumerQueues.delete(tag);
   }
 
+  // A delivery (or, as null, the server's cancel) to its consumer; one lookup per message.
   dispatchMessage(fields, message) {
     const consumer = this.consumers.get(fields.consumerTag);
-    if (!consumer) throw new Error(`Unknown consumer: ${fields.consumerTag}`);
-    return consumer(message);
+    if (consumer !== undefined) return consumer(message);
+    if (message === null) return this.warnOfStray(fields, 'its cancel ignored');
+    return this.requeueStray(fields);
   }
 
   handleDelivery(message) {
     const fields = message.fields;
-    if (!this.consumers.has(fields.consumerTag)) return this.requeueStray(fields);
     if (!tracing.deliver.hasSubscribers) return this.dispatchMessage(fields, message);
+    // A stray is no delivery to trace.
+    if (!this.consumers.has(fields.consumerTag)) return this.requeueStray(fields);
     const context = tracing.deliverContext(this, this.consumerQueues.get(fields.consumerTag), message);
     return tracing.deliver.traceSync(this.dispatchMessage, context, this, fields, message);
   }
 
   handleCancel(fields) {
-    if (!this.consumers.has(fields.consumerTag)) return this.warnOfStray(fields, 'its cancel ignored');
     const result = this.dispatchMessage(fields, null);
     this.unregisterConsumer(fields.consumerTag);
     return result;
