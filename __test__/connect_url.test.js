@@ -69,7 +69,8 @@ async function withStubbedTransport(behaviour, fn) {
     return sock;
   };
   net.connect = stub('net');
-  NativeSocket.connect = stub('net');
+  // The native socket stands in for net.connect, and for tls.connect with amqps://.
+  NativeSocket.connect = (options, onConnect, protocol = 'amqp:') => stub(protocol === 'amqps:' ? 'tls' : 'net')(options, onConnect);
   tls.connect = stub('tls');
   try {
     return await fn(opened);

@@ -2,7 +2,8 @@
 // A scripted AMQP server on 127.0.0.1 for tests of what real brokers won't do: it runs the
 // opening handshake with our own Connection class (over the TCP socket, as a stream), then
 // hands the test the socket and the frame codec to misbehave with. With `tls`, it listens for
-// amqps:// with a certificate of the local test CA (__test__/tls_certificates.js).
+// amqps:// with a certificate of the local test CA (__test__/tls_certificates.js); `tls` may be
+// options of tls.createServer over those.
 
 const net = require('node:net');
 const tls = require('node:tls');
@@ -17,7 +18,8 @@ const PROTOCOL_HEADER_BYTES = 8;
 function fakeServer(script, { frameMax = 4096, serverProperties, tls: secure = false } = {}) {
   return new Promise((resolve) => {
     const sockets = new Set();
-    const listen = (onSocket) => (secure ? tls.createServer(tlsCertificates(), onSocket) : net.createServer(onSocket));
+    const { ca, key, cert } = tlsCertificates();
+    const listen = (onSocket) => (secure ? tls.createServer({ ca, key, cert, ...(secure === true ? {} : secure) }, onSocket) : net.createServer(onSocket));
     const server = listen((socket) => {
       sockets.add(socket);
       socket.on('close', () => sockets.delete(socket));

@@ -1,6 +1,7 @@
 'use strict';
-// A local certificate authority and a server certificate it signed (for 127.0.0.1 and
-// localhost): what a TLS listener of the tests presents, and what a client is told to trust.
+// A local certificate authority, a server certificate it signed (for 127.0.0.1 and localhost)
+// and a client certificate it signed: what a TLS listener of the tests presents, what a client
+// is told to trust, and what a client presents to a listener that asks for a certificate.
 // Made with openssl at test time; where the tests' platform has none (Windows Node under Wine),
 // the host makes them (scripts/emulated.js) and AMQPLIB_RS_TEST_CERTIFICATES names their
 // directory.
@@ -10,11 +11,11 @@ const os = require('node:os');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
 
-const FILES = { ca: 'ca.pem', key: 'server.key', cert: 'server.pem' };
+const FILES = { ca: 'ca.pem', key: 'server.key', cert: 'server.pem', clientKey: 'client.key', clientCert: 'client.pem' };
 
 let made = null;
 
-// { ca, key, cert } as PEM buffers, made once per process.
+// { ca, key, cert, clientKey, clientCert } as PEM buffers, made once per process.
 function tlsCertificates() {
   if (made) return made;
   let dir = process.env.AMQPLIB_RS_TEST_CERTIFICATES;
@@ -36,6 +37,10 @@ function makeTlsCertificates(dir) {
   fs.writeFileSync(file('server.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n');
   openssl('x509', '-req', '-in', file('server.csr'), '-CA', file(FILES.ca), '-CAkey', file('ca.key'), '-CAcreateserial',
     '-out', file(FILES.cert), '-days', '2', '-extfile', file('server.ext'));
+  openssl('req', ...ecKey, '-keyout', file(FILES.clientKey), '-out', file('client.csr'), '-subj', '/CN=amqplib-rs test client');
+  fs.writeFileSync(file('client.ext'), 'extendedKeyUsage=clientAuth\n'); // and so X.509 v3, as webpki requires
+  openssl('x509', '-req', '-in', file('client.csr'), '-CA', file(FILES.ca), '-CAkey', file('ca.key'), '-CAcreateserial',
+    '-out', file(FILES.clientCert), '-days', '2', '-extfile', file('client.ext'));
   return dir;
 }
 

@@ -1,6 +1,7 @@
 'use strict';
 // The transports against the real broker: the native TCP socket (write coalescing, replies
-// within the read, backpressure through a slow link) and TLS through tls.connect.
+// within the read, backpressure through a slow link) and TLS, inside the native socket where
+// it serves and through tls.connect otherwise.
 
 const { describe, it, before, after } = require('node:test');
 const assert = require('node:assert');
@@ -207,7 +208,7 @@ describe('native TCP transport', { skip: !nativeSocketServes && 'amqp:// takes t
 });
 
 // A certificate of the tests' local CA (__test__/tls_certificates.js).
-describe('TLS through tls.connect', () => {
+describe('TLS', () => {
   let link;
 
   before(async () => {
@@ -217,16 +218,28 @@ describe('TLS through tls.connect', () => {
 
   after(() => link.close());
 
-  it('connects with the CA given in socketOptions, and messages flow', async () => {
-    const conn = await amqp.connect(`amqps://localhost:${link.port}`, { ca: [tlsCertificates().ca] });
-    assert.strictEqual(conn.connection.native, false);
-    const ch = await conn.createChannel();
-    const { queue } = await ch.assertQueue('', { exclusive: true });
-    const got = new Promise((resolve) => ch.consume(queue, (msg) => resolve(msg.content.toString()), { noAck: true }));
-    ch.sendToQueue(queue, Buffer.from('over tls'));
-    assert.strictEqual(await got, 'over tls');
-    await conn.close();
-  });
+  // The native socket where it serves amqp:// (an option only tls.connect honours, such as
+  // `ciphers`, sends amqps:// there); tls.connect otherwise.
+  const paths = [
+    ['the native socket', {}, nativeSocketServes],
+    ['tls.connect', { ciphers: tls.DEFAULT_CIPHERS }, false],
+  ];
+  for (const [path, options, native] of paths) {
+    it(`connects with the CA given in socketOptions, and messages flow: ${path}`, async () => {
+      const conn = await amqp.connect(`amqps://localhost:${link.port}`, { ca: [tlsCertificates().ca], ...options });
+      try {
+        assert.strictEqual(conn.connection.native, native);
+        assert.strictEqual(conn.connection.stream.authorized, true);
+        const ch = await conn.createChannel();
+        const { queue } = await ch.assertQueue('', { exclusive: true });
+        const got = new Promise((resolve) => ch.consume(queue, (msg) => resolve(msg.content.toString()), { noAck: true }));
+        ch.sendToQueue(queue, Buffer.from('over tls'));
+        assert.strictEqual(await got, 'over tls');
+      } finally {
+        await conn.close();
+      }
+    });
+  }
 
   it('refuses a server it cannot verify', async () => {
     await assert.rejects(amqp.connect(`amqps://localhost:${link.port}`), (err) => {

@@ -521,7 +521,9 @@ class BaseChannel extends Channel {
   // A delivery (or, as null, the server's cancel) to its consumer; one lookup per message.
   dispatchMessage(fields, message) {
     const consumer = this.consumers.get(fields.consumerTag);
-    if (consumer !== undefined) return consumer(message);
+    if (consumer) return consumer(message);
+    // A consumer registered without a callback: amqplib's error, which closes the channel.
+    if (this.consumers.has(fields.consumerTag)) throw new Error(`Unknown consumer: ${fields.consumerTag}`);
     if (message === null) return this.warnOfStray(fields, 'its cancel ignored');
     return this.requeueStray(fields);
   }

@@ -177,15 +177,18 @@ function prepareConnect(url, socketOptions) {
   };
 }
 
-// The transport: amqp:// through the native socket where it serves (see
-// NativeSocket.serves), else through net.connect, as amqps:// through tls.connect.
+// The transport: amqp:// and amqps:// through the native socket where it serves (see
+// NativeSocket.serves), else through net.connect and tls.connect.
 function openSocket(protocol, sockopts, onConnect) {
   if (protocol === 'amqp:') {
     return NativeSocket.serves(sockopts) ? NativeSocket.connect(sockopts, onConnect) : net.connect(sockopts, onConnect);
   }
   // node:tls is loaded here, on the first amqps:// connection: loading it costs a process
   // about 4.5 MB of resident memory, which amqp:// users would pay for nothing.
-  if (protocol === 'amqps:') return require('node:tls').connect(sockopts, onConnect);
+  if (protocol === 'amqps:') {
+    if (NativeSocket.serves(sockopts, protocol)) return NativeSocket.connect(sockopts, onConnect, protocol);
+    return require('node:tls').connect(sockopts, onConnect);
+  }
   throw new Error(`Expected amqp: or amqps: as the protocol; got ${protocol}`);
 }
 

@@ -11,6 +11,7 @@ const dns = require('node:dns');
 const net = require('node:net');
 const util = require('node:util');
 const native = require('./native');
+const nativeTls = require('./native_tls');
 
 const { SOCKET_CONNECT, SOCKET_DATA, SOCKET_DRAIN, SOCKET_END, SOCKET_ERROR, SOCKET_CLOSE } = require('./boundary');
 
@@ -57,18 +58,23 @@ class NativeSocket extends EventEmitter {
     this.destroyed = false;
     this.timeout = null;
     this._host = null;
+    // amqps://: the connect's options, and what the addon is given of them (see secure()).
+    this.tlsOptions = null;
+    this.tlsSettings = undefined;
     this.writableLength = 0; // what waits is in the session, which the connection asks itself
     this.onEvent = this.onEvent.bind(this);
   }
 
-  // Whether amqp:// with these socket options takes the native socket: where the platform
-  // has one (see build.rs) and the runtime is Node, unless AMQPLIB_RS_TRANSPORT=stream asks
-  // for Node's net.connect,
-  // or an option only net.connect honours is given (a custom lookup, a local address...).
+  // Whether amqp:// (or amqps://) with these socket options takes the native socket: where
+  // the platform has one (see build.rs) and the runtime is Node, unless
+  // AMQPLIB_RS_TRANSPORT=stream asks for Node's net.connect and tls.connect,
+  // or an option only net.connect honours is given (a custom lookup, a local address...), or
+  // for amqps:// one only tls.connect honours (lib/native_tls.js).
   // A port or timeout net.connect would refuse goes to net.connect too, which refuses it as
   // amqplib reports it.
-  static serves(options) {
+  static serves(options, protocol = 'amqp:') {
     if (!nativeSocketWorks() || process.env.AMQPLIB_RS_TRANSPORT === 'stream') return false;
+    if (protocol === 'amqps:' && !nativeTls.serves(options)) return false;
     const { port = 5672, timeout } = options;
     if (!/^\d{1,5}$/.test(typeof port === 'number' || typeof port === 'string' ? String(port) : '') || Number(port) > 65535) return false;
     if (timeout !== undefined && !(typeof timeout === 'number' && timeout >= 0 && timeout < 2 ** 31)) return false;
@@ -77,12 +83,22 @@ class NativeSocket extends EventEmitter {
 
   // As net.connect: resolves `host`, connects to its addresses one after the other until
   // one answers (as net.connect does with autoSelectFamily, Node's default), calls
-  // `onConnect`.
-  static connect(options, onConnect) {
+  // `onConnect`. For amqps://, as tls.connect: `onConnect` once the handshake is done and
+  // the server's certificate checked ('secureConnect').
+  static connect(options, onConnect, protocol = 'amqp:') {
     const socket = new NativeSocket();
-    if (onConnect) socket.once('connect', onConnect);
+    if (protocol === 'amqps:') socket.secure(options);
+    if (onConnect) socket.once(socket.tlsOptions ? 'secureConnect' : 'connect', onConnect);
     socket.start(options);
     return socket;
+  }
+
+  secure(options) {
+    this.tlsOptions = options;
+    this.tlsSettings = nativeTls.settings(options);
+    this.encrypted = true;
+    this.authorized = false;
+    this.authorizationError = null;
   }
 
   start({ host = 'localhost', port = 5672, family = 0, autoSelectFamily }) {
@@ -121,7 +137,12 @@ class NativeSocket extends EventEmitter {
     this.address = address;
     // The async context is made first, on its own: making it runs async_hooks' init hooks,
     // which connectSocket must not run while it has the connection in hand.
-    const errno = this.session.connectSocket(address, this.port, this.onEvent, native.socketAsyncContext());
+    let errno;
+    try {
+      errno = this.session.connectSocket(address, this.port, this.onEvent, native.socketAsyncContext(), this.tlsSettings);
+    } catch (err) {
+      return this.fail(err); // TLS settings that cannot work (a key rustls cannot read, say)
+    }
     if (errno !== 0) this.connectFailed(systemError(errno, 'connect', address, this.port));
   }
 
@@ -141,7 +162,8 @@ class NativeSocket extends EventEmitter {
       case SOCKET_CONNECT:
         this.open = true;
         this.touch();
-        this.emit('connect');
+        if (this.tlsOptions) this.secureConnected();
+        else this.emit('connect');
         break;
       case SOCKET_DATA:
         this.touch();
@@ -159,13 +181,32 @@ class NativeSocket extends EventEmitter {
         break;
       case SOCKET_ERROR:
         this.open = false;
-        if (b === 'connect') this.connectFailed(systemError(a, b, this.address, this.port));
+        if (a === 0) this.fail(nativeTls.tlsError(b, this.session.tlsFailure())); // errno 0: TLS's
+        else if (b === 'connect') this.connectFailed(systemError(a, b, this.address, this.port));
         else this.fail(systemError(a, b, this.address, this.port));
         break;
       case SOCKET_CLOSE:
         this.closed();
         break;
     }
+  }
+
+  // The handshake is done and the chain verified (src/tls.rs): the name is checked as Node's
+  // TLS socket checks it, then 'connect' and 'secureConnect'; a failed check destroys the
+  // socket with its error unless rejectUnauthorized is false.
+  secureConnected() {
+    const options = /** @type {any} */ (this.tlsOptions);
+    let failure = null;
+    try {
+      failure = nativeTls.checkIdentity(options, this.session.peerCertificate());
+    } catch (err) {
+      failure = err;
+    }
+    this.authorized = failure === null;
+    this.authorizationError = failure && (failure.code || failure.message);
+    if (failure && options.rejectUnauthorized !== false) return this.fail(failure);
+    this.emit('connect');
+    this.emit('secureConnect');
   }
 
   // As net.Socket's: every byte read, whole frames or not.

@@ -6,6 +6,7 @@
 
 use crate::boundary::{SocketEvent, READ_BUDGET};
 use crate::connection::Connection;
+use crate::tls::TlsSession;
 use crate::transport::TcpSocket;
 use crate::uv;
 use std::ffi::{c_int, c_void};
@@ -19,6 +20,8 @@ use std::io;
 
 pub struct Driver {
     pub tcp: TcpSocket,
+    /// amqps://: the TLS session over `tcp`, whose plaintext the core reads and writes.
+    pub tls: Option<TlsSession>,
     poll: *mut c_void,
     connecting: bool,
     /// Close once everything queued has been written (JS asked to end).
@@ -29,11 +32,14 @@ pub struct Driver {
     /// kernel still holds is read and handed over first, so that a server's last words (a
     /// connection.close sent just before it reset the socket) are heard before the error.
     failure: Option<Failure>,
+    /// The words of a TLS failure reported (see `Failure`), for JS to read as it hears of it.
+    pub tls_failure: Option<String>,
     /// The bindings' poll callback, given again whenever the events polled for change.
     on_poll: uv::PollCallback,
 }
 
-/// A socket error, as JS is told it (`read ECONNRESET`, `write EPIPE`).
+/// A socket error, as JS is told it (`read ECONNRESET`, `write EPIPE`); for a TLS failure,
+/// errno 0 and Node's code for it in `syscall` (its words are the driver's `tls_failure`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Failure {
     pub errno: i32,
@@ -84,12 +90,13 @@ pub fn errno_of(e: &io::Error) -> i32 {
 }
 
 impl Driver {
-    /// Starts connecting to `ip:port`, polled on `event_loop`, whose callbacks get `data`.
+    /// Starts connecting to `ip:port`, polled on `event_loop`, whose callbacks get `data`;
+    /// with `tls`, the connect event waits for its handshake.
     ///
     /// # Safety
     /// `event_loop` is Node's live uv loop, on this thread; `data` stays valid until
     /// [`close`](Self::close).
-    pub unsafe fn connect(event_loop: *mut c_void, ip: std::net::IpAddr, port: u16, on_poll: uv::PollCallback, data: *mut c_void) -> io::Result<Driver> {
+    pub unsafe fn connect(event_loop: *mut c_void, ip: std::net::IpAddr, port: u16, tls: Option<TlsSession>, on_poll: uv::PollCallback, data: *mut c_void) -> io::Result<Driver> {
         let uv = uv::uv().map_err(io::Error::other)?;
         let tcp = TcpSocket::connect(ip, port)?;
         let poll = uv::alloc_poll(uv)?;
@@ -102,7 +109,7 @@ impl Driver {
         }
         // SAFETY: the handle is initialised; the caller keeps `data` valid until close.
         unsafe { uv::set_data(poll, data) };
-        let driver = Driver { tcp, poll, connecting: true, ending: false, drain_owed: false, failure: None, on_poll };
+        let driver = Driver { tcp, tls, poll, connecting: true, ending: false, drain_owed: false, failure: None, tls_failure: None, on_poll };
         driver.poll_for(uv::WRITABLE);
         Ok(driver)
     }
@@ -131,7 +138,14 @@ impl Driver {
     /// for writability (a drain follows).
     fn write_out(&mut self, core: &mut Connection) -> io::Result<bool> {
         let tcp = &mut self.tcp;
-        let all = core.write_with(|bytes| tcp.write(bytes))?;
+        let all = match &mut self.tls {
+            None => core.write_with(|bytes| tcp.write(bytes))?,
+            Some(tls) => match tls.flush(tcp) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
+                Err(e) => return Err(e),
+                Ok(()) => core.write_with(|bytes| tls.write(tcp, bytes))? && !tls.wants_write(),
+            },
+        };
         if !all {
             self.drain_owed = true;
             self.poll_for(uv::READABLE | uv::WRITABLE);
@@ -155,6 +169,32 @@ impl Driver {
         }
     }
 
+    /// The TCP connection is up: without TLS, connected; with it, the handshake starts (its
+    /// first flight leaves now) and the connect event waits for its end.
+    fn connected(&mut self) -> Option<Step> {
+        let Some(tls) = &mut self.tls else {
+            self.poll_for(uv::READABLE);
+            return Some(Step::Emit(SocketEvent::Connect));
+        };
+        match tls.flush(&mut self.tcp) {
+            Ok(()) => self.poll_for(uv::READABLE),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.poll_for(uv::READABLE | uv::WRITABLE),
+            Err(e) => return Some(Step::Fail { errno: errno_of(&e), syscall: "write" }),
+        }
+        None
+    }
+
+    /// How a read's error is reported: a socket's errno, or a TLS failure's code and words.
+    fn read_failure(&mut self, e: &io::Error) -> Failure {
+        match crate::tls::tls_failure(e) {
+            Some(tls) => {
+                self.tls_failure = Some(tls.message.clone());
+                Failure { errno: 0, syscall: tls.code }
+            }
+            None => Failure { errno: errno_of(e), syscall: "read" },
+        }
+    }
+
     /// Keeps the first error found, to be reported once nothing is left to read; the poll
     /// (which libuv stops on a socket error) is asked to come back for those reads.
     fn fail_after_reads(&mut self, failure: Failure) {
@@ -165,6 +205,9 @@ impl Driver {
     /// Asks to close once what is queued is written: true if that is now (the caller closes),
     /// else a `Close` step follows.
     pub fn end(&mut self, core: &mut Connection) -> bool {
+        if let Some(tls) = &mut self.tls {
+            tls.close();
+        }
         match self.write_out(core) {
             Ok(false) => {
                 self.ending = true;
@@ -225,13 +268,10 @@ impl Wake {
                 return None;
             }
             driver.connecting = false;
-            return Some(match driver.tcp.take_error() {
-                Ok(None) => {
-                    driver.poll_for(uv::READABLE);
-                    Step::Emit(SocketEvent::Connect)
-                }
-                Ok(Some(e)) | Err(e) => Step::Fail { errno: errno_of(&e), syscall: "connect" },
-            });
+            return match driver.tcp.take_error() {
+                Ok(None) => driver.connected(),
+                Ok(Some(e)) | Err(e) => Some(Step::Fail { errno: errno_of(&e), syscall: "connect" }),
+            };
         }
         self.stage = if self.events & uv::READABLE != 0 { Stage::Reading } else { Stage::Writing };
         None
@@ -239,8 +279,12 @@ impl Wake {
 
     /// One read into the core: its events for JS, the end of the stream, or nothing more.
     fn read(&mut self, driver: &mut Driver, core: &mut Connection) -> Option<Step> {
-        let tcp = &mut driver.tcp;
-        match core.receive_with(|buf| tcp.read(buf)) {
+        let Driver { tcp, tls, .. } = driver;
+        let received = match tls {
+            None => core.receive_with(|buf| tcp.read(buf)),
+            Some(tls) => core.receive_with(|buf| tls.read(tcp, buf)),
+        };
+        match received {
             Ok(read) if read.filled == 0 => {
                 self.stage = Stage::Done;
                 Some(driver.failure.map_or(Step::Emit(SocketEvent::End), Step::failed))
@@ -265,6 +309,10 @@ impl Wake {
                     self.stage = Stage::Done;
                     return Some(Step::failed(failure));
                 }
+                if driver.tls.as_mut().is_some_and(TlsSession::newly_established) {
+                    // Connected at last; then read on, for what came with the handshake.
+                    return Some(Step::Emit(SocketEvent::Connect));
+                }
                 self.stage = Stage::Writing;
                 None
             }
@@ -272,7 +320,7 @@ impl Wake {
             Err(e) => {
                 // An error from a read comes only once the data before it has been read.
                 self.stage = Stage::Done;
-                Some(Step::failed(driver.failure.unwrap_or(Failure { errno: errno_of(&e), syscall: "read" })))
+                Some(Step::failed(driver.failure.unwrap_or_else(|| driver.read_failure(&e))))
             }
         }
     }

@@ -5,7 +5,8 @@
 //! - `transport`, `uv` and `driver`: the TCP socket owned by the native side, the libuv poll
 //!   handle that watches it on Node's loop, and the driver that reads and writes it for a
 //!   connection core, step by step, with no Node-API (Linux and macOS: `build.rs` decides, as
-//!   the `native_socket` cfg; other platforms use Node's streams).
+//!   the `native_socket` cfg; other platforms use Node's streams); `tls`, the rustls session
+//!   the driver puts between the core and the socket for amqps://.
 //! - `bindings`: the Node-API layer over all of the above (see its module documentation).
 //!
 //! # Unsafe code, and the invariant each use relies on
@@ -34,6 +35,8 @@
 pub use amqplib_rs_core::{boundary, channels, codec, connection, content, event, frame, serializer, spec, spec_types, strings, tape, unsettled};
 #[cfg(native_socket)]
 pub mod driver;
+#[cfg(native_socket)]
+pub mod tls;
 #[cfg(native_socket)]
 pub mod transport;
 #[cfg(native_socket)]

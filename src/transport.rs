@@ -76,6 +76,14 @@ impl TcpSocket {
         Ok(n)
     }
 
+    /// Reads into initialised memory (rustls's buffer, for TLS).
+    pub fn read_initialised(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = io::Read::read(&mut &self.socket, buf)?;
+        self.bytes_read += n as u64;
+        self.reads += 1;
+        Ok(n)
+    }
+
     pub fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.socket.send_with_flags(buf, SEND_FLAGS)?;
         self.writes += 1;

@@ -11,6 +11,7 @@ use super::handover::hand_over_received;
 use super::native_connection::NativeConnection;
 use crate::boundary::SocketEvent;
 use crate::driver::{errno_of, Driver, Step};
+use crate::tls::{TlsSession, TlsSettings};
 use crate::uv;
 use napi::bindgen_prelude::*;
 use napi::sys;
@@ -50,6 +51,35 @@ impl SocketState {
                 old.delete(env);
             }
         }
+    }
+}
+
+/// amqps:// on the native socket: what lib/native_socket.js makes of the connect's TLS
+/// options (see `TlsSettings`).
+#[napi(object)]
+pub struct NativeTls {
+    pub servername: String,
+    /// PEM texts (several certificates each) or DER certificates.
+    pub roots: Vec<Buffer>,
+    pub reject_unauthorized: bool,
+    /// PEM, both or neither.
+    pub cert: Option<Buffer>,
+    pub key: Option<Buffer>,
+    pub tls12: bool,
+    pub tls13: bool,
+}
+
+impl NativeTls {
+    fn session(&self) -> std::result::Result<TlsSession, String> {
+        let pem = |b: &Buffer| b.to_vec();
+        TlsSession::new(&TlsSettings {
+            server_name: self.servername.clone(),
+            roots: self.roots.iter().map(pem).collect(),
+            verify_chain: self.reject_unauthorized,
+            client_auth: self.cert.as_ref().zip(self.key.as_ref()).map(|(cert, key)| (pem(cert), pem(key))),
+            tls12: self.tls12,
+            tls13: self.tls13,
+        })
     }
 }
 
@@ -303,11 +333,11 @@ fn take_async_context(env: JsEnv<'_>, external: Js<'_>) -> std::result::Result<A
 
 #[napi]
 impl NativeConnection {
-    /// Starts connecting to `address` (an IP literal) and `port`; events go to `on_event`, in
-    /// `context` (from `socketAsyncContext()`, which this takes). Returns 0, or the errno of a
-    /// failure known at once.
+    /// Starts connecting to `address` (an IP literal) and `port`, with `tls` for amqps://;
+    /// events go to `on_event`, in `context` (from `socketAsyncContext()`, which this takes).
+    /// Returns 0, or the errno of a failure known at once; TLS settings that cannot work throw.
     #[napi(catch_unwind)]
-    pub fn connect_socket(&mut self, env: Env, this: This, address: String, port: u32, on_event: Function<'_>, context: Unknown<'_>) -> Result<i32> {
+    pub fn connect_socket(&mut self, env: Env, this: This, address: String, port: u32, on_event: Function<'_>, context: Unknown<'_>, tls: Option<NativeTls>) -> Result<i32> {
         let js_env = JsEnv::of(&env);
         let thrown = |e| thrown(env.raw(), e);
         let context = take_async_context(js_env, Js::of(&context)).map_err(thrown)?;
@@ -319,6 +349,13 @@ impl NativeConnection {
         let Ok(ip) = address.parse::<std::net::IpAddr>() else {
             context.destroy(js_env);
             return Err(Error::new(Status::InvalidArg, format!("Not an IP address: {address}")));
+        };
+        let tls = match tls.as_ref().map(NativeTls::session).transpose() {
+            Ok(tls) => tls,
+            Err(why) => {
+                context.destroy(js_env);
+                return Err(Error::new(Status::InvalidArg, why));
+            }
         };
         let event_loop = match env.get_uv_event_loop() {
             Ok(event_loop) => event_loop,
@@ -337,7 +374,7 @@ impl NativeConnection {
         // SAFETY: the loop is Node's, on this thread; `data` is napi-rs's own allocation of
         // this connection (`kept`), live as long as its JS object, which the `connection`
         // reference below keeps alive until close_socket closes the poll handle.
-        let driver = match unsafe { Driver::connect(event_loop.cast(), ip, port as u16, on_poll, data) } {
+        let driver = match unsafe { Driver::connect(event_loop.cast(), ip, port as u16, tls, on_poll, data) } {
             Ok(driver) => driver,
             Err(e) => {
                 context.destroy(js_env);
@@ -377,6 +414,19 @@ impl NativeConnection {
     #[napi(catch_unwind)]
     pub fn set_keep_alive(&mut self, on: bool, idle_secs: u32) -> Result<i32> {
         Ok(self.socket_mut()?.driver.tcp.set_keep_alive(on, idle_secs).err().map_or(0, |e| errno_of(&e)))
+    }
+
+    /// amqps://: the server's certificate (DER) once the handshake has brought it.
+    #[napi(catch_unwind)]
+    pub fn peer_certificate(&self) -> Option<Buffer> {
+        let tls = self.socket.as_deref()?.driver.tls.as_ref()?;
+        tls.peer_certificate().map(|der| Buffer::from(der.to_vec()))
+    }
+
+    /// The words of the TLS failure being reported (an error event with errno 0).
+    #[napi(catch_unwind)]
+    pub fn tls_failure(&self) -> Option<String> {
+        self.socket.as_deref()?.driver.tls_failure.clone()
     }
 
     /// Closes after what is queued has been written. True if closed at once; otherwise a
