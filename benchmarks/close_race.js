@@ -23,7 +23,8 @@ function parent() {
     ['amqplib-rs native', 'ours', {}],
     ['amqplib-rs stream', 'ours', { AMQPLIB_RS_TRANSPORT: 'stream' }],
     ['amqplib 2.3.1', 'amqplib-latest', {}],
-    ['amqplib-rs TLS', 'ours', { CLOSE_RACE_TLS: '1' }],
+    ['amqplib-rs TLS, native socket', 'ours', { CLOSE_RACE_TLS: '1' }],
+    ['amqplib-rs TLS, tls.connect', 'ours', { CLOSE_RACE_TLS: '1', AMQPLIB_RS_TRANSPORT: 'stream' }],
     ['amqplib 2.3.1 TLS', 'amqplib-latest', { CLOSE_RACE_TLS: '1' }],
   ];
   console.log(`| client | publishing | runs | closed with 320 | 'error' first |`);

@@ -336,6 +336,8 @@ impl NativeConnection {
     /// Starts connecting to `address` (an IP literal) and `port`, with `tls` for amqps://;
     /// events go to `on_event`, in `context` (from `socketAsyncContext()`, which this takes).
     /// Returns 0, or the errno of a failure known at once; TLS settings that cannot work throw.
+    // Node-API's arguments are the JS call's: the env, `this`, and the six JS passes.
+    #[allow(clippy::too_many_arguments)]
     #[napi(catch_unwind)]
     pub fn connect_socket(&mut self, env: Env, this: This, address: String, port: u32, on_event: Function<'_>, context: Unknown<'_>, tls: Option<NativeTls>) -> Result<i32> {
         let js_env = JsEnv::of(&env);
