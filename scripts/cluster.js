@@ -27,6 +27,7 @@
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const { answers } = require('./answers');
+const { tlsCertificates } = require('../__test__/tls_certificates');
 const { readPid, alive, withLock } = require('./system');
 const os = require('node:os');
 const path = require('node:path');
@@ -40,10 +41,14 @@ const DIR =
   process.env.AMQPLIB_RS_CLUSTER_DIR || path.join(os.tmpdir(), `amqplib-rs-cluster-${RELEASE ? `${RELEASE}-` : ''}${os.userInfo().username}`);
 // Short names on `localhost` work here: Debian's own broker runs as rabbit@localhost.
 const FIRST_PORT = RELEASE ? 5691 : 5681;
+// Each node also listens for amqps:// 100 ports above, with a certificate of the tests' local CA
+// (__test__/tls_certificates.js) for localhost; caFile() is that CA, for the clients to trust.
 const NODES = [0, 1, 2].map((n) => ({
   name: `rs${n + 1}@localhost`,
   port: FIRST_PORT + n,
   url: `amqp://guest:guest@127.0.0.1:${FIRST_PORT + n}`,
+  tlsPort: FIRST_PORT + 100 + n,
+  tlsUrl: `amqps://guest:guest@localhost:${FIRST_PORT + 100 + n}`,
 }));
 // The 4.x cluster's epmd, shared by its nodes (they find each other through it); never 4369.
 const EPMD_PORT = 4690;
@@ -69,7 +74,9 @@ let chrootNodes;
 function chrootNode(i) {
   if (!chrootNodes) {
     const root = rabbitmq4.madeRoot(RELEASE);
-    chrootNodes = NODES.map((node, n) => new rabbitmq4.ChrootNode(root, { name: `rs${n + 1}`, port: node.port, epmdPort: EPMD_PORT, config: discoveryConfig(n) }));
+    chrootNodes = NODES.map(
+      (node, n) => new rabbitmq4.ChrootNode(root, { name: `rs${n + 1}`, port: node.port, tlsPort: node.tlsPort, epmdPort: EPMD_PORT, config: discoveryConfig(n) }),
+    );
   }
   return chrootNodes[i];
 }
@@ -181,6 +188,34 @@ function discoveryConfig(i) {
   return ['cluster_formation.peer_discovery_backend = classic_config', ...NODES.map((node, n) => `cluster_formation.classic_config.nodes.${n + 1} = ${node.name}`)];
 }
 
+// The amqps:// listener's lines of rabbitmq.conf (no client certificate asked for).
+function tlsConfig(i) {
+  const dir = nodeDir(i);
+  return [
+    `listeners.ssl.1 = 127.0.0.1:${NODES[i].tlsPort}`,
+    `ssl_options.cacertfile = ${path.join(dir, 'ca.pem')}`,
+    `ssl_options.certfile = ${path.join(dir, 'server.pem')}`,
+    `ssl_options.keyfile = ${path.join(dir, 'server.key')}`,
+    'ssl_options.verify = verify_none',
+    'ssl_options.fail_if_no_peer_cert = false',
+  ];
+}
+
+// Made once per cold start (which wipes the node's directory) and kept across boots: the clients
+// trust the CA they came with, and a node that a test's process restarts must present one of it.
+// A cold start makes all three in one process, so they share a CA.
+function writeTlsFiles(i) {
+  const dir = nodeDir(i);
+  if (fs.existsSync(path.join(dir, 'ca.pem'))) return;
+  const { ca, cert, key } = tlsCertificates();
+  writeFile(path.join(dir, 'server.pem'), cert);
+  writeFile(path.join(dir, 'server.key'), key);
+  writeFile(path.join(dir, 'ca.pem'), ca);
+}
+
+// The CA that signed the nodes' certificates, as a file.
+const caFile = () => (RELEASE ? chrootNode(0).caFile : path.join(nodeDir(0), 'ca.pem'));
+
 // The node's own files. The system rabbitmq.conf would put every node on 5672, and the system
 // rabbitmq-env.conf names them all rabbit@localhost: each node gets its own of both.
 function writeNodeFiles(i) {
@@ -189,8 +224,9 @@ function writeNodeFiles(i) {
   const dir = nodeDir(i);
   fs.mkdirSync(dir, { recursive: true });
   chown(dir);
-  const config = [`listeners.tcp.1 = 127.0.0.1:${NODES[i].port}`, 'loopback_users = none', ...discoveryConfig(i), ''];
+  const config = [`listeners.tcp.1 = 127.0.0.1:${NODES[i].port}`, 'loopback_users = none', ...tlsConfig(i), ...discoveryConfig(i), ''];
   writeFile(path.join(dir, 'rabbitmq.conf'), config.join('\n'));
+  writeTlsFiles(i);
   // No plugins at all (not even management): less to boot and less CPU.
   writeFile(path.join(dir, 'enabled_plugins'), '[].\n');
   writeFile(
@@ -396,7 +432,7 @@ async function status() {
   return { release: RELEASE || 'system', dir: DIR, nodes, cluster: i < 0 ? [] : (await clusterStatus(i)).running_nodes };
 }
 
-module.exports = { NODES, RELEASE, start, stop, status, stopApp, startApp, closeConnections, kill, restart, setMemoryAlarm, queueLeader, waitForAmqp };
+module.exports = { NODES, RELEASE, caFile, start, stop, status, stopApp, startApp, closeConnections, kill, restart, setMemoryAlarm, queueLeader, waitForAmqp };
 
 async function main(command) {
   const t0 = Date.now();

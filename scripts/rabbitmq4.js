@@ -232,7 +232,6 @@ class ChrootNode {
   files() {
     return {
       'rabbitmq.conf': [`listeners.tcp.1 = 127.0.0.1:${this.port}`, 'loopback_users = none', ...this.tlsConfig(), ...this.config, ''].join('\n'),
-      ...(this.tlsPort ? this.tlsFiles() : {}),
       // No plugins at all (not even management): less to boot and less CPU.
       enabled_plugins: '[].\n',
       'rabbitmq-env.conf': [
@@ -277,9 +276,12 @@ class ChrootNode {
     return path.join(this.hostDir, 'ca.pem');
   }
 
-  // Writes the node's files; `wipe` drops its state (data, logs) first.
+  // Writes the node's files; `wipe` drops its state (data, logs) first. The TLS files are made
+  // at a wipe or when missing, and kept across boots: clients trust the CA they came with, and a
+  // node that another process restarts (a cluster scenario's) must still present one of it.
   prepare({ wipe = false } = {}) {
-    writeFilesAsRoot(this.hostDir, this.files(), { owner: `${this.root.uid}:${this.root.gid}`, wipe });
+    const tls = this.tlsPort && (wipe || !fs.existsSync(this.caFile)) ? this.tlsFiles() : {};
+    writeFilesAsRoot(this.hostDir, { ...this.files(), ...tls }, { owner: `${this.root.uid}:${this.root.gid}`, wipe });
   }
 
   // The pid of the node's VM, or 0. The pid file outlives a killed node and its pid may be

@@ -100,13 +100,21 @@ const more = [
 
 const steps = full ? [...quick, ...more] : quick;
 console.log(`${full ? 'npm run test:full' : 'npm test'} on Node ${process.version}`);
+// Each step's wall time, printed at the end: CI's budget is what they add up to.
+const timings = [];
+const minutes = (ms) => `${(ms / 60000).toFixed(1)} min`;
+const printTimings = () => console.log(`\nsteps' times:\n${timings.map(([name, ms]) => `  ${minutes(ms).padStart(9)}  ${name}`).join('\n')}`);
 for (const [name, command, args, env = {}] of steps) {
   const vars = Object.entries(env).map(([k, v]) => `${k}=${v} `).join('');
   console.log(`\n=== ${name}: ${vars}${[path.basename(command), ...args].join(' ')}`);
+  const started = Date.now();
   const run = spawnSync(command, args, { cwd: root, stdio: 'inherit', env: { ...process.env, ...env } });
+  timings.push([name, Date.now() - started]);
   if (run.status !== 0) {
+    printTimings();
     console.error(`\n${name} failed (exit ${run.status ?? run.signal})`);
     process.exit(run.status || 1);
   }
 }
-console.log('\nall steps passed');
+printTimings();
+console.log(`\nall steps passed in ${minutes(timings.reduce((sum, [, ms]) => sum + ms, 0))}`);

@@ -11,15 +11,16 @@ const QUORUM = { durable: true, arguments: { 'x-queue-type': 'quorum' } };
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-// `target` is what the library's connect takes: a list of nodes for ours, one URL for amqplib.
-function recoveryOptions(setup, preferredNode) {
-  return { recovery: { initialDelay: 50, maxDelay: 500, setup, ...(preferredNode === undefined ? {} : { preferredNode }) } };
+// `target` is what the library's connect takes: a list of nodes for ours, one URL for amqplib;
+// `socketOptions` go with the recovery's (a TLS `ca`, say).
+function connectOptions(setup, preferredNode, socketOptions = {}) {
+  return { ...socketOptions, recovery: { initialDelay: 50, maxDelay: 500, setup, ...(preferredNode === undefined ? {} : { preferredNode }) } };
 }
 
 // Publishes `perTick` messages every 10 ms while running, each numbered in its messageId. With
 // `replyQueue`, its setup also declares a server-named exclusive queue, as an RPC client's
 // does: a metadata write on every (re)connect, where asserting an existing queue is a read.
-async function startPublisher(amqp, target, queue, { perTick = 10, preferredNode, replyQueue = false } = {}) {
+async function startPublisher(amqp, target, queue, { perTick = 10, preferredNode, replyQueue = false, socketOptions } = {}) {
   // `node`: the index of the node it is connected to (ours says in 'connect'; a single URL is 0).
   const state = { sent: 0, confirmed: new Set(), refused: 0, disconnects: [], errors: [], connectFailures: [], longestGap: 0, lastConfirm: 0, channel: null, node: preferredNode ?? 0 };
   const setup = async (model) => {
@@ -32,7 +33,7 @@ async function startPublisher(amqp, target, queue, { perTick = 10, preferredNode
       if (state.channel === ch) state.channel = null;
     });
   };
-  const model = await amqp.connect(target, recoveryOptions(setup, preferredNode));
+  const model = await amqp.connect(target, connectOptions(setup, preferredNode, socketOptions));
   model.on('disconnect', (err) => state.disconnects.push(err.message));
   model.on('error', (err) => state.errors.push(err.message));
   // A reconnect that failed (its setup's declare refused, say), with the server's close that
@@ -74,7 +75,7 @@ async function startPublisher(amqp, target, queue, { perTick = 10, preferredNode
   };
 }
 
-async function startConsumer(amqp, target, queue, { preferredNode } = {}) {
+async function startConsumer(amqp, target, queue, { preferredNode, socketOptions } = {}) {
   const state = { received: new Set(), duplicates: 0, disconnects: [], errors: [], deliveries: 0 };
   const setup = async (model) => {
     const ch = await model.createChannel();
@@ -90,7 +91,7 @@ async function startConsumer(amqp, target, queue, { preferredNode } = {}) {
       ch.ack(msg);
     });
   };
-  const model = await amqp.connect(target, recoveryOptions(setup, preferredNode));
+  const model = await amqp.connect(target, connectOptions(setup, preferredNode, socketOptions));
   model.on('disconnect', (err) => state.disconnects.push(err.message));
   model.on('error', (err) => state.errors.push(err.message));
   return {
