@@ -11,6 +11,11 @@ const net = require('node:net');
 const { AMQP_URL } = require('./helpers');
 
 const broker = new URL(AMQP_URL);
+// The broker's own scheme and port, with made-up host names. Over TLS (amqps://) the
+// certificate names the broker's host, which is then the name checked.
+const BROKER_PORT = broker.port || (broker.protocol === 'amqps:' ? 5671 : 5672);
+const brokerAt = (host) => `${broker.protocol}//guest:guest@${host}:${BROKER_PORT}`;
+const TLS_NAME = broker.protocol === 'amqps:' ? { servername: broker.hostname } : {};
 const LIBRARIES = [
   ['amqplib-rs', require('../index')],
   ['amqplib 2.3.1', require('amqplib-latest')],
@@ -39,7 +44,7 @@ async function closedPort() {
 for (const [name, amqp] of LIBRARIES) {
   describe(`connecting to a host with several addresses: ${name}`, () => {
     it('a lookup option answering ::1 first: connects to the address that answers', async () => {
-      const conn = await amqp.connect(`amqp://guest:guest@somewhere.invalid:${broker.port || 5672}`, { lookup: ipv6First });
+      const conn = await amqp.connect(brokerAt('somewhere.invalid'), { lookup: ipv6First, ...TLS_NAME });
       await conn.close();
     });
 
@@ -65,7 +70,7 @@ describe('the native socket tries each address of a host in turn', () => {
 
   it('a name that resolves to ::1 then 127.0.0.1 connects through the native socket', { skip: !NativeSocket.serves({}) && 'no native socket on this platform, or AMQPLIB_RS_TRANSPORT=stream' }, async () => {
     dns.lookup = (hostname, options, callback) => (hostname === 'two-addresses.test' ? ipv6First(hostname, options, callback) : realLookup(hostname, options, callback));
-    const conn = await amqp.connect(`amqp://two-addresses.test:${broker.port || 5672}`);
+    const conn = await amqp.connect(brokerAt('two-addresses.test'), TLS_NAME);
     assert.strictEqual(conn.connection.native, true);
     assert.strictEqual(conn.connection.stream.address, '127.0.0.1');
     await conn.close();
@@ -83,7 +88,7 @@ describe('the native socket tries each address of a host in turn', () => {
 
   it('a port given as a string connects, and odd ports and timeouts are refused as amqplib refuses them', async () => {
     const original = require('amqplib-latest');
-    const conn = await amqp.connect({ protocol: 'amqp', hostname: broker.hostname, port: String(broker.port || 5672) });
+    const conn = await amqp.connect({ protocol: broker.protocol.slice(0, -1), hostname: broker.hostname, port: String(BROKER_PORT) });
     await conn.close();
     for (const target of [
       [{ protocol: 'amqp', hostname: '127.0.0.1', port: 2 ** 32 + 5672 }, undefined],

@@ -191,10 +191,11 @@ class Proxy extends EventEmitter {
     });
   }
 
-  // AMQP_URL's user and vhost, through the proxy (guest, as amqplib takes it, when it has none).
+  // AMQP_URL's scheme, user and vhost, through the proxy (guest, as amqplib takes it, when it
+  // has none). Over amqps:// the proxy passes TLS records: the faults fall inside them.
   url(query = '') {
     const user = BROKER.username ? `${BROKER.username}:${BROKER.password}` : 'guest:guest';
-    return `amqp://${user}@127.0.0.1:${this.port}${BROKER.pathname}${query ? `?${query}` : ''}`;
+    return `${BROKER.protocol}//${user}@127.0.0.1:${this.port}${BROKER.pathname}${query ? `?${query}` : ''}`;
   }
 
   // Resolves with the next link made (or the current one, if `existing` and there is one).

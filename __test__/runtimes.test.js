@@ -16,10 +16,13 @@ const bin = (name) => path.join(__dirname, '..', 'node_modules', '.bin', process
 const script = path.join(__dirname, 'runtimes', 'roundtrip.cjs');
 const nativeTransport = process.env.AMQPLIB_RS_TRANSPORT !== 'stream' && require('../lib/native_socket').nativeSocketWorks();
 
+// The stream path's socket: Node's TLS socket for amqps://.
+const streamSocket = new URL(AMQP_URL).protocol === 'amqps:' ? 'TLSSocket' : 'Socket';
+
 const RUNTIMES = [
-  ['Node', process.execPath, [script], nativeTransport ? 'NativeSocket' : 'Socket'],
-  ['Bun', bin('bun'), [script], 'Socket'],
-  ['Deno', bin('deno'), ['run', '--allow-all', script], 'Socket'],
+  ['Node', process.execPath, [script], nativeTransport ? 'NativeSocket' : streamSocket],
+  ['Bun', bin('bun'), [script], streamSocket],
+  ['Deno', bin('deno'), ['run', '--allow-all', script], streamSocket],
 ];
 
 // Deno looks for a newer release of itself at dl.deno.land unless told not to: nothing may

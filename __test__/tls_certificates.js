@@ -1,7 +1,8 @@
 'use strict';
 // A local certificate authority, a server certificate it signed (for 127.0.0.1 and localhost)
 // and a client certificate it signed: what a TLS listener of the tests presents, what a client
-// is told to trust, and what a client presents to a listener that asks for a certificate.
+// is told to trust, and what a client presents to a listener that asks for a certificate. Also
+// another CA of the same name and another key, which signed nothing: a CA made again.
 // Made with openssl at test time; where the tests' platform has none (Windows Node under Wine),
 // the host makes them (scripts/emulated.js) and AMQPLIB_RS_TEST_CERTIFICATES names their
 // directory.
@@ -11,11 +12,11 @@ const os = require('node:os');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
 
-const FILES = { ca: 'ca.pem', key: 'server.key', cert: 'server.pem', clientKey: 'client.key', clientCert: 'client.pem' };
+const FILES = { ca: 'ca.pem', key: 'server.key', cert: 'server.pem', clientKey: 'client.key', clientCert: 'client.pem', otherCa: 'other-ca.pem' };
 
 let made = null;
 
-// { ca, key, cert, clientKey, clientCert } as PEM buffers, made once per process.
+// { ca, key, cert, clientKey, clientCert, otherCa } as PEM buffers, made once per process.
 function tlsCertificates() {
   if (made) return made;
   let dir = process.env.AMQPLIB_RS_TEST_CERTIFICATES;
@@ -26,7 +27,7 @@ function tlsCertificates() {
   return made;
 }
 
-// Writes the CA and the server's key and certificate into `dir` (FILES names them); returns it.
+// Writes the files FILES names into `dir`; returns it.
 function makeTlsCertificates(dir) {
   const file = (name) => path.join(dir, name);
   const openssl = (...args) => execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -41,6 +42,7 @@ function makeTlsCertificates(dir) {
   fs.writeFileSync(file('client.ext'), 'extendedKeyUsage=clientAuth\n'); // and so X.509 v3, as webpki requires
   openssl('x509', '-req', '-in', file('client.csr'), '-CA', file(FILES.ca), '-CAkey', file('ca.key'), '-CAcreateserial',
     '-out', file(FILES.clientCert), '-days', '2', '-extfile', file('client.ext'));
+  openssl('req', '-x509', ...ecKey, '-keyout', file('other-ca.key'), '-out', file(FILES.otherCa), '-subj', '/CN=amqplib-rs test CA', '-days', '2');
   return dir;
 }
 

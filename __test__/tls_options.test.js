@@ -83,6 +83,12 @@ describe('TLS options: the outcome amqplib 2.3.1 has', () => {
     assert.deepStrictEqual(mine, theirs);
   });
 
+  it('a CA of the same name as the server’s but another key: refused as amqplib is', async () => {
+    const { mine, theirs } = await both(plain.url, { ca: certs.otherCa });
+    assert.ok(mine.refused, JSON.stringify(mine));
+    assert.deepStrictEqual(mine, theirs);
+  });
+
   it('a servername the certificate does not name: ERR_TLS_CERT_ALTNAME_INVALID, Node’s words', async () => {
     const { mine, theirs } = await both(plain.url, { ca: certs.ca, servername: 'example.com' });
     assert.strictEqual(mine.refused, 'ERR_TLS_CERT_ALTNAME_INVALID');

@@ -13,7 +13,10 @@ const { tlsCertificates } = require('./tls_certificates');
 const BROKER_URL = process.env.AMQP_URL || 'amqp://localhost';
 const BROKER = new globalThis.URL(BROKER_URL);
 const BROKER_HOST = BROKER.hostname === 'localhost' ? '127.0.0.1' : BROKER.hostname;
-const BROKER_PORT = Number(BROKER.port) || 5672;
+// A broker reached over amqps:// (its CA trusted through NODE_EXTRA_CA_CERTS) is reached so
+// throughout: the native socket's tests then run over TLS, and the relays speak it upstream.
+const BROKER_TLS = BROKER.protocol === 'amqps:';
+const BROKER_PORT = Number(BROKER.port) || (BROKER_TLS ? 5671 : 5672);
 
 
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
@@ -28,13 +31,15 @@ async function queuedCount(ch, queue, expected) {
   return count;
 }
 
-// A TCP relay to the broker on 127.0.0.1 whose client side can be paused (a slow reader).
-function relay(wrap = (socket) => socket) {
+// A relay to the broker on 127.0.0.1 whose broker side can be paused (a slow reader). It
+// passes bytes as they come, or with `terminate`, a TLS server socket around the client's,
+// it ends the client's TLS and speaks to the broker as the broker's URL does.
+function relay(terminate) {
   return new Promise((resolve) => {
     const pairs = new Set();
     const server = net.createServer((client) => {
-      const upstream = net.connect(BROKER_PORT, BROKER_HOST);
-      const front = wrap(client);
+      const upstream = terminate && BROKER_TLS ? tls.connect({ port: BROKER_PORT, host: BROKER_HOST, servername: BROKER.hostname }) : net.connect(BROKER_PORT, BROKER_HOST);
+      const front = terminate ? terminate(client) : client;
       front.pipe(upstream).pipe(front);
       const pair = { front, upstream };
       pairs.add(pair);
@@ -54,9 +59,10 @@ function relay(wrap = (socket) => socket) {
 
 // These look at the native socket itself: on the stream path (AMQPLIB_RS_TRANSPORT=stream, or
 // a platform without it) there is none to look at.
-const nativeSocketServes = require('../lib/native_socket').NativeSocket.serves({});
+const { NativeSocket } = require('../lib/native_socket');
+const nativeSocketServes = NativeSocket.serves({});
 
-describe('native TCP transport', { skip: !nativeSocketServes && 'amqp:// takes the stream path here' }, () => {
+describe('native TCP transport', { skip: !NativeSocket.serves({}, BROKER.protocol) && `${BROKER.protocol}// takes the stream path here` }, () => {
   it("names its peer as net.Socket does while connected (remoteAddress, remotePort, remoteFamily)", async () => {
     const conn = await amqp.connect(BROKER_URL);
     const { stream } = conn.connection;
@@ -87,7 +93,6 @@ describe('native TCP transport', { skip: !nativeSocketServes && 'amqp:// takes t
   });
 
   it("writes each read into the tape JS released, while every message arrives whole", async () => {
-    const { NativeSocket } = require('../lib/native_socket');
     const { SOCKET_DATA, TAPE_HELD } = require('../lib/boundary');
     const tapes = new Map(); // tape -> reads it carried
     let heldAtHandOver = 0;
@@ -187,7 +192,7 @@ describe('native TCP transport', { skip: !nativeSocketServes && 'amqp:// takes t
 
   it('a slow reader forces partial writes; publish reports false, then drain, nothing lost', async () => {
     const link = await relay();
-    const conn = await amqp.connect(`amqp://127.0.0.1:${link.port}`);
+    const conn = await amqp.connect(`${BROKER.protocol}//127.0.0.1:${link.port}`);
     const ch = await conn.createChannel();
     const { queue } = await ch.assertQueue('', { exclusive: true });
     for (const { upstream } of link.pairs) upstream.pause(); // stop reading what we send

@@ -481,12 +481,13 @@ async function status(options = {}) {
   return { release, root: rootDir(release), rabbitmq: info.rabbitmq, name: node.name, url: node.url, pid: pid || null, amqp: await node.accepts() };
 }
 
-// The options ({ release, refuseDeprecated }) of the single node whose AMQP port is `port`, or
-// null when none of ours has it.
+// The options ({ release, refuseDeprecated }) of the single node whose AMQP or amqps:// port is
+// `port`, or null when none of ours has it.
 function singleNodeFor(port) {
   for (const release of RELEASES) {
     for (const refuseDeprecated of [false, true]) {
-      if (singleNodeSpec(release, refuseDeprecated).port === port) return { release, refuseDeprecated };
+      const spec = singleNodeSpec(release, refuseDeprecated);
+      if (spec.port === port || spec.tlsPort === port) return { release, refuseDeprecated };
     }
   }
   return null;

@@ -199,7 +199,10 @@ impl ServerCertVerifier for ChainOnly {
         match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
             // webpki checks the name only once the chain is good.
             Err(Error::InvalidCertificate(CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. })) => Ok(ServerCertVerified::assertion()),
-            Err(Error::InvalidCertificate(CertificateError::UnknownIssuer)) => Err(unknown_issuer(end_entity, intermediates)),
+            // A root of the issuer's name but another key (a CA made again under its old name)
+            // is no issuer to OpenSSL, whose lookup also matches the key identifiers, where
+            // webpki tries its signature: both are an issuer not found.
+            Err(Error::InvalidCertificate(CertificateError::UnknownIssuer | CertificateError::BadSignature)) => Err(unknown_issuer(end_entity, intermediates)),
             verdict => verdict,
         }
     }
@@ -284,6 +287,11 @@ impl Read for Socket<'_> {
 impl Write for Socket<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.0.write(buf)
+    }
+
+    // rustls hands every record it holds at once: they leave in one write, as plaintext does.
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.0.write_vectored(bufs)
     }
 
     fn flush(&mut self) -> io::Result<()> {

@@ -86,6 +86,16 @@ impl TcpSocket {
 
     pub fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.socket.send_with_flags(buf, SEND_FLAGS)?;
+        self.counted_write(n)
+    }
+
+    /// Several buffers in one system call (TLS records queued together).
+    pub fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        let n = self.socket.send_vectored_with_flags(bufs, SEND_FLAGS)?;
+        self.counted_write(n)
+    }
+
+    fn counted_write(&mut self, n: usize) -> io::Result<usize> {
         self.writes += 1;
         self.bytes_written += n as u64;
         Ok(n)
