@@ -37,9 +37,9 @@ function connect(url, socketOptions, cb) {
   const { connectionOptions, recovery: recoveryOptions } = recovery.splitConnectionOptions(options);
   if (recovery.recoveryEnabled(recoveryOptions)) {
     const nodeOptions = withHandshakeTimeout(connectionOptions);
-    const openModel = (node, index) =>
+    const openModel = (node, index, credentials) =>
       new Promise((resolve, reject) => {
-        openCallbackModel(node, atNode(nodeOptions, index), (err, model) => (err ? reject(err) : resolve(model)));
+        openCallbackModel(node, atNode(nodeOptions, index, credentials), (err, model) => (err ? reject(err) : resolve(model)));
       });
     return recovery.connectWithRecoveryCallback(openModel, recoveryOptions, callback, nodesOf(target));
   }

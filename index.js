@@ -34,7 +34,8 @@ function connect(url, socketOptions) {
       return Promise.reject(err);
     }
     const nodeOptions = withHandshakeTimeout(connectionOptions);
-    return recovery.connectWithRecoveryPromise((node, index) => openChannelModel(node, atNode(nodeOptions, index)), recoveryOptions, nodes);
+    const openModel = (node, index, credentials) => openChannelModel(node, atNode(nodeOptions, index, credentials));
+    return recovery.connectWithRecoveryPromise(openModel, recoveryOptions, nodes);
   }
   return openChannelModel(url, connectionOptions);
 }

@@ -13,8 +13,8 @@ const defs = require('../lib/defs');
 
 const PROTOCOL_HEADER_BYTES = 8;
 
-// Starts a server; `script({ conn, socket, send, expect, reset })` runs after each client's
-// handshake. Resolves to { url, close }, and with `tls` to the `ca` a client is to trust too.
+// Starts a server; `script({ conn, socket, send, expect, reset, startOk })` runs after each
+// client's handshake (`startOk`: the fields of its connection.start-ok). Resolves to { url, close }, and with `tls` to the `ca` a client is to trust too.
 function fakeServer(script, { frameMax = 4096, serverProperties, tls: secure = false } = {}) {
   return new Promise((resolve) => {
     const sockets = new Set();
@@ -70,8 +70,12 @@ function handshake(socket, frameMax, serverProperties) {
     mechanisms: Buffer.from('PLAIN'),
     locales: Buffer.from('en_US'),
   });
+  let startOk;
   return expect(defs.ConnectionStartOk)
-    .then(() => send(defs.ConnectionTune, { channelMax: 0, frameMax, heartbeat: 0 }))
+    .then((frame) => {
+      startOk = frame.fields;
+      send(defs.ConnectionTune, { channelMax: 0, frameMax, heartbeat: 0 });
+    })
     .then(() => expect(defs.ConnectionTuneOk))
     .then(() => expect(defs.ConnectionOpen))
     .then(() => {
@@ -87,7 +91,7 @@ function handshake(socket, frameMax, serverProperties) {
       // before is sent first, a TLS close_notify not.
       const tcp = socket._parent ?? socket;
       const reset = () => tcp.resetAndDestroy();
-      return { conn, socket, tcp, send, sendRaw, expect, reset };
+      return { conn, socket, tcp, send, sendRaw, expect, reset, startOk };
     });
 }
 

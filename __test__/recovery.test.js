@@ -105,6 +105,7 @@ describe('recovery options', () => {
       calculateDelay: null,
       shuffle: false,
       preferredNode: undefined,
+      credentials: null,
     });
     const n = recovery.normaliseRecoveryOptions({
       initialDelay: -5,
@@ -127,6 +128,7 @@ describe('recovery options', () => {
       calculateDelay: null,
       shuffle: false,
       preferredNode: undefined,
+      credentials: null,
     });
     assert.strictEqual(recovery.normaliseRecoveryOptions({ initialDelay: 500, maxDelay: 100 }).maxDelay, 500);
     assert.strictEqual(recovery.normaliseRecoveryOptions({ maxRetries: 'lots' }).maxRetries, Infinity);

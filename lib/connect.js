@@ -123,7 +123,7 @@ function planFromObject(url, sockopts, extraClientProperties) {
     maxFrameSize: url.maxFrameSize,
   };
   const creds = sockopts.credentials || credentials.plain(user, passwd);
-  return { protocol, fields: handshakeFields(url.vhost, query, creds, extraClientProperties) };
+  return { protocol, credentials: creds, fields: handshakeFields(url.vhost, query, creds, extraClientProperties) };
 }
 
 // Query options may repeat; the first occurrence wins.
@@ -150,7 +150,7 @@ function planFromString(url, sockopts, extraClientProperties) {
 
   const vhost = parts.pathname ? parts.pathname.slice(1) : null;
   const creds = sockopts.credentials || credentialsFromUrl(parts);
-  return { protocol, fields: handshakeFields(vhost, parseQuery(parts.search), creds, extraClientProperties) };
+  return { protocol, credentials: creds, fields: handshakeFields(vhost, parseQuery(parts.search), creds, extraClientProperties) };
 }
 
 // Everything `connect` needs, worked out from its arguments without any
@@ -166,6 +166,7 @@ function prepareConnect(url, socketOptions) {
       : planFromString(target, sockopts, extraClientProperties);
   return {
     protocol: plan.protocol,
+    credentials: plan.credentials,
     fields: plan.fields,
     sockopts,
     // On unless asked off: our writes are already one per turn, so Nagle's algorithm only
@@ -190,6 +191,15 @@ function openSocket(protocol, sockopts, onConnect) {
     return require('node:tls').connect(sockopts, onConnect);
   }
   throw new Error(`Expected amqp: or amqps: as the protocol; got ${protocol}`);
+}
+
+// The credentials each connection opened with, for a recovering model whose secret is updated
+// (lib/recovery.js): kept out of the connection object, which is printed and inspected.
+const OPENED_WITH = new WeakMap();
+
+// The credentials `connection` opened with (undefined for one not opened by connect).
+function credentialsOf(connection) {
+  return OPENED_WITH.get(connection);
 }
 
 // Loaded on first use, so that the parsing above can be loaded (and
@@ -267,6 +277,7 @@ function openConnection(plan, openCallback) {
     const connection = new Connection(sock);
     connection.serverAddress = plan.sockopts.host;
     connection.serverPort = plan.sockopts.port;
+    OPENED_WITH.set(connection, plan.credentials);
     connection.open(plan.fields, (err) => {
       // The timeout guards the connection attempt only; heartbeats look
       // after the open connection.
@@ -296,4 +307,4 @@ function openConnection(plan, openCallback) {
   });
 }
 
-module.exports = { connect, credentialsFromUrl, prepareConnect, CLIENT_PROPERTIES };
+module.exports = { connect, credentialsFromUrl, credentialsOf, prepareConnect, CLIENT_PROPERTIES };

@@ -64,4 +64,23 @@ function external() {
   };
 }
 
-module.exports = { plain, amqplain, external };
+// The same user with another secret (updateSecret's: an OAuth2 token, a rotated password), for
+// the connections a recovering model opens later. EXTERNAL has no secret to change.
+function withSecret(creds, secret) {
+  const password = Buffer.isBuffer(secret) ? secret.toString('utf8') : secret;
+  if (creds.mechanism === 'PLAIN') return plain(creds.username, password);
+  if (creds.mechanism === 'AMQPLAIN') return amqplain(creds.username, password);
+  return creds;
+}
+
+// What a recovering model's `credentials` hook may answer: credentials as the factories above
+// make them, or { username, password } for PLAIN. Anything else is a TypeError.
+function fromAnswer(answer) {
+  if (answer && typeof answer === 'object') {
+    if (typeof answer.mechanism === 'string' && typeof answer.response === 'function') return answer;
+    if (answer.username !== undefined || answer.password !== undefined) return plain(answer.username, answer.password);
+  }
+  throw new TypeError(`recovery.credentials must resolve to { username, password } or credentials (amqp.credentials.plain, ...); got ${String(answer)}`);
+}
+
+module.exports = { plain, amqplain, external, withSecret, fromAnswer };

@@ -36,8 +36,11 @@ function withHandshakeTimeout(socketOptions) {
 const NODE_INDEX = Symbol('amqplib-rs node index');
 
 // `socketOptions` for the node at `index`; the index is kept out of what gets copied on.
-function atNode(socketOptions, index) {
-  return Object.defineProperty({ ...socketOptions }, NODE_INDEX, { value: index });
+// `credentials`, if given, are the attempt's (a recovering model's: see lib/recovery.js).
+function atNode(socketOptions, index, credentials) {
+  const options = Object.defineProperty({ ...socketOptions }, NODE_INDEX, { value: index });
+  if (credentials) options.credentials = credentials;
+  return options;
 }
 
 // The node index `atNode` gave, or 0.

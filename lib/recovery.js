@@ -23,6 +23,11 @@
 // `shuffle` mixes the list once (so that a fleet of services does not pile onto its first
 // node), and `preferredNode` (an index in the list as given) is where the first round starts. A single URL is a list of one, as amqplib 2.3.1 has it.
 //
+// Credentials (ours, not amqplib's): updateSecret also changes what later connections
+// authenticate with, and `credentials`, an async hook asked before every attempt with
+// { index, node }, supplies that attempt's ({ username, password }, or credentials as
+// amqp.credentials makes them); its failure fails the attempt.
+//
 // Events: 'connect' (model, { index, node }: which node of the list, and its address),
 // 'disconnect' (err), 'connect-failed' (err),
 // 'reconnect-scheduled' ({ attempt, delay, error }), 'reconnect-failed'
@@ -31,6 +36,8 @@
 
 const EventEmitter = require('node:events');
 const { allNodesFailed, describeNode } = require('./nodes');
+const { credentialsOf } = require('./connect');
+const credentials = require('./credentials');
 
 const DEFAULTS = Object.freeze({
   initialDelay: 100, // ms before the first retry
@@ -43,6 +50,7 @@ const DEFAULTS = Object.freeze({
   calculateDelay: null, // (attempt) => ms, in place of the backoff
   shuffle: false, // a list of nodes is tried in an order of its own, drawn once
   preferredNode: undefined, // the index of the node in the list as given that is tried first
+  credentials: null, // async ({ index, node }) => the attempt's credentials, asked before each
 });
 
 // Events of the underlying model that are simply re-emitted.
@@ -100,7 +108,16 @@ function normaliseRecoveryOptions(recovery) {
     calculateDelay: typeof given.calculateDelay === 'function' ? given.calculateDelay : null,
     shuffle: !!given.shuffle,
     preferredNode: given.preferredNode ?? DEFAULTS.preferredNode,
+    credentials: credentialsHook(given.credentials),
   };
+}
+
+// Ours, not amqplib's: a hook given that is no function is refused, not ignored (a service
+// would otherwise connect with its URL's password and never know).
+function credentialsHook(hook) {
+  if (hook === undefined || hook === null) return null;
+  if (typeof hook !== 'function') throw new TypeError(`recovery.credentials must be a function returning the credentials of each attempt; got ${typeof hook}`);
+  return hook;
 }
 
 // The order in which a round goes through the nodes (indices into the list as given), and
@@ -197,6 +214,7 @@ class RecoveringModel extends EventEmitter {
   #connectedOnce = false; // from then on maxRetries applies, before it initialMaxRetries
   #timer = null;
   #attempt = 0; // consecutive failed attempts so far
+  #updatedCredentials = null; // the user of the last updateSecret, with its secret
   #firstConnect;
   #firstSettled = false;
   #resolveFirst;
@@ -249,6 +267,13 @@ class RecoveringModel extends EventEmitter {
       this.#forgetModel();
       await this.#closeQuietly(model);
     }
+  }
+
+  // After `model` took a new secret (updateSecret): later connections authenticate with it, as
+  // the user `model` opened with.
+  _secretUpdated(model, newSecret) {
+    const used = credentialsOf(model.connection);
+    if (used) this.#updatedCredentials = credentials.withSecret(used, newSecret);
   }
 
   // The counters of the connection open now (lib/counters.js), or null between connections.
@@ -352,7 +377,7 @@ class RecoveringModel extends EventEmitter {
       closedEarly = asError(err, 'Connection closed');
     };
     try {
-      model = await this.#openModel(this.#nodes[index], index);
+      model = await this.#openModel(this.#nodes[index], index, await this.#attemptCredentials(which));
       // A model that closes before it is adopted (during setup, or as soon as it opened) is a
       // failed attempt: adopted, it would never report its close, and recovery would stop.
       // amqplib 2.3.1 adopts it.
@@ -389,6 +414,15 @@ class RecoveringModel extends EventEmitter {
       this.emit('connect-failed', err);
       return err;
     }
+  }
+
+  // What an attempt authenticates with: the `credentials` hook's answer (asked before every
+  // attempt, so that a token is fetched afresh), else the secret updateSecret set last, else
+  // null: the node's own (its URL's, or the socket options').
+  async #attemptCredentials(which) {
+    const hook = this.#settings.credentials;
+    if (hook) return credentials.fromAnswer(await hook({ ...which }));
+    return this.#updatedCredentials;
   }
 
   // Schedules the next round (retry number #attempt + 1) after `delay` ms, by default the
@@ -465,7 +499,11 @@ class RecoveringPromiseModel extends RecoveringModel {
   }
 
   updateSecret(newSecret, reason) {
-    return this._withModel((model) => model.updateSecret(newSecret, reason));
+    return this._withModel(async (model) => {
+      const ok = await model.updateSecret(newSecret, reason);
+      this._secretUpdated(model, newSecret);
+      return ok;
+    });
   }
 
   _closeModel(model) {
@@ -490,7 +528,11 @@ class RecoveringCallbackModel extends RecoveringModel {
 
   updateSecret(newSecret, reason, cb) {
     toCallback(
-      this._withModel((model) => fromCallback((done) => model.updateSecret(newSecret, reason, done))),
+      this._withModel(async (model) => {
+        const ok = await fromCallback((done) => model.updateSecret(newSecret, reason, done));
+        this._secretUpdated(model, newSecret);
+        return ok;
+      }),
       cb,
     );
     return this;

@@ -336,7 +336,19 @@ export interface RecoveryOptionsFor<M> {
   shuffle?: boolean;
   /** With a list of nodes: the index of the node tried first (default: the first). */
   preferredNode?: number;
+  /**
+   * amqplib-rs: asked before every connection attempt (the first one too) with the node about
+   * to be tried; resolves to that attempt's credentials, `{ username, password }` (PLAIN) or
+   * what `credentials.plain`/`amqplain`/`external` make: an OAuth2 token fetched afresh, say.
+   * If it throws or resolves to anything else, that attempt fails (`connect-failed`). Without
+   * it, a reconnect authenticates as the node's URL or socket options say, with the secret of
+   * the last `updateSecret` where there was one.
+   */
+  credentials?: (node: ConnectedNode) => Promise<AttemptCredentials> | AttemptCredentials;
 }
+
+/** What a recovering model's `credentials` hook answers. */
+export type AttemptCredentials = { username: string; password: string } | SaslMechanism;
 
 /**
  * Where to connect: one broker's URL (a string or connection parameters), or a cluster's

@@ -176,7 +176,7 @@ type _oldCancelReply = Ok<Same<Awaited<ReturnType<O.Channel['cancel']>>, O.Repli
 type _newRecoveryOptions = Ok<
   Same<
     Exclude<keyof ours.RecoveryOptions, keyof O.RecoveryOptions>,
-    'initialMaxRetries' | 'waitForConnect' | 'calculateDelay' | 'shuffle' | 'preferredNode'
+    'initialMaxRetries' | 'waitForConnect' | 'calculateDelay' | 'shuffle' | 'preferredNode' | 'credentials'
   >
 >;
 type _oldRecoveryOptionsKept = Ok<Same<Exclude<keyof O.RecoveryOptions, keyof ours.RecoveryOptions>, never>>;
@@ -213,6 +213,12 @@ async function everyMethod(): Promise<void> {
   });
   roundRobin.on('connect', (m: ChannelModel, which: { index: number; node: string }) => use([m, which.index, which.node]));
   use([cluster]);
+  // Each attempt's credentials from a hook (an OAuth2 token), as a pair or a mechanism.
+  const fetched: RecoveringChannelModel = await ours.connect('amqp://node1', {
+    recovery: { credentials: async (which: { index: number; node: string }) => ({ username: which.node, password: 'jwt' }) },
+  });
+  const byCertificate: RecoveringChannelModel = await ours.connect('amqps://node1', { recovery: { credentials: () => ours.credentials.external() } });
+  use([fetched, byCertificate]);
 
   // Counters (issue 28): a connection's, and the process's.
   const mine: number | undefined = model.counters?.().framesSent;
