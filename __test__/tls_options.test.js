@@ -101,6 +101,18 @@ describe('TLS options: the outcome amqplib 2.3.1 has', () => {
     assert.deepStrictEqual(mine, theirs);
   });
 
+  it('rejectUnauthorized: false, a chain that does not verify and the right name: opened, not authorized, Node’s authorizationError', async () => {
+    const seen = [];
+    for (const amqp of [ours, latest]) {
+      const conn = await amqp.connect(plain.url, { rejectUnauthorized: false });
+      const { authorized, authorizationError } = conn.connection.stream;
+      seen.push({ authorized, authorizationError });
+      await conn.close();
+    }
+    assert.strictEqual(seen[0].authorized, false, JSON.stringify(seen));
+    assert.deepStrictEqual(seen[0], seen[1]);
+  });
+
   it('checkServerIdentity: called with the name and the certificate; its error refuses, its silence accepts', async () => {
     const calls = new Map([[ours, []], [latest, []]]);
     for (const amqp of [ours, latest]) {

@@ -191,14 +191,17 @@ class NativeSocket extends EventEmitter {
     }
   }
 
-  // The handshake is done and the chain verified (src/tls.rs): the name is checked as Node's
-  // TLS socket checks it, then 'connect' and 'secureConnect'; a failed check destroys the
-  // socket with its error unless rejectUnauthorized is false.
+  // The handshake is done (src/tls.rs). As Node's TLS socket: a chain that did not verify
+  // (taken, under rejectUnauthorized: false) is the failure; else the name is checked. Then
+  // 'connect' and 'secureConnect'; a failure destroys the socket with its error unless
+  // rejectUnauthorized is false, and is `authorizationError` either way.
   secureConnected() {
     const options = /** @type {any} */ (this.tlsOptions);
-    let failure = null;
+    const chain = this.session.chainFailure();
+    /** @type {any} */
+    let failure = chain ? nativeTls.tlsError(chain[0], chain[1]) : null;
     try {
-      failure = nativeTls.checkIdentity(options, this.session.peerCertificate());
+      failure ??= nativeTls.checkIdentity(options, this.session.peerCertificate());
     } catch (err) {
       failure = err;
     }

@@ -85,7 +85,8 @@ function checkIdentity(options, der) {
   return check(hostnameOf(options), certificate) || null;
 }
 
-// A failure the driver reports (an error event with errno 0): Node's code, its words.
+// A failure the driver reports (an error event with errno 0), or a chain taken unverified: Node's
+// code, its words.
 function tlsError(code, message) {
   const err = new Error(message || code);
   err.code = code;

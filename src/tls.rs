@@ -18,7 +18,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, ClientConnection, DigitallySignedStruct, Error, OtherError, RootCertStore, SignatureScheme};
 use std::io::{self, BufRead, Read, Write};
 use std::mem::MaybeUninit;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Ciphertext rustls may hold beyond what the socket took: the core keeps the rest of its
 /// output (and so its backpressure) while this much waits.
@@ -30,8 +30,10 @@ pub struct TlsSettings {
     pub server_name: String,
     /// Trusted roots, each a PEM text (of one or more certificates) or one DER certificate.
     pub roots: Vec<Vec<u8>>,
-    /// Verify the chain (`rejectUnauthorized`, Node's default); if false, any is taken.
-    pub verify_chain: bool,
+    /// `rejectUnauthorized` (Node's default): a chain that does not verify fails the handshake.
+    /// If false, it is verified all the same and its failure kept (`chain_failure`), as Node
+    /// keeps it for `authorized` and `authorizationError`.
+    pub reject_unauthorized: bool,
     /// A client certificate chain and its key, both PEM.
     pub client_auth: Option<(Vec<u8>, Vec<u8>)>,
     pub tls12: bool,
@@ -190,13 +192,23 @@ fn certificates(items: &[Vec<u8>]) -> Vec<CertificateDer<'static>> {
     found
 }
 
-/// Verifies the chain to a trusted root and the handshake's signatures; the name is JS's.
+/// Verifies the chain to a trusted root and the handshake's signatures; the name is JS's. A
+/// chain that fails is refused, or with `rejectUnauthorized: false` taken and its failure kept
+/// in `failure` (the handshake's signatures still verified: they prove the server holds the
+/// certificate's key).
 #[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
+struct ChainOnly {
+    /// None when no root is trusted (a `ca` that holds none): no chain verifies.
+    webpki: Option<Arc<WebPkiServerVerifier>>,
+    provider: Arc<CryptoProvider>,
+    refuse: bool,
+    failure: Arc<Mutex<Option<TlsFailure>>>,
+}
 
-impl ServerCertVerifier for ChainOnly {
-    fn verify_server_cert(&self, end_entity: &CertificateDer<'_>, intermediates: &[CertificateDer<'_>], server_name: &ServerName<'_>, ocsp: &[u8], now: UnixTime) -> Result<ServerCertVerified, Error> {
-        match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
+impl ChainOnly {
+    fn verify_chain(&self, end_entity: &CertificateDer<'_>, intermediates: &[CertificateDer<'_>], server_name: &ServerName<'_>, ocsp: &[u8], now: UnixTime) -> Result<ServerCertVerified, Error> {
+        let Some(webpki) = &self.webpki else { return Err(unknown_issuer(end_entity, intermediates)) };
+        match webpki.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
             // webpki checks the name only once the chain is good.
             Err(Error::InvalidCertificate(CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. })) => Ok(ServerCertVerified::assertion()),
             // A root of the issuer's name but another key (a CA made again under its old name)
@@ -206,58 +218,50 @@ impl ServerCertVerifier for ChainOnly {
             verdict => verdict,
         }
     }
-
-    fn verify_tls12_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
-    }
 }
 
-/// `rejectUnauthorized: false`: any certificate is taken; the handshake's signatures are
-/// still verified (they prove the server holds the certificate's key).
-#[derive(Debug)]
-struct AnyCertificate(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(&self, _: &CertificateDer<'_>, _: &[CertificateDer<'_>], _: &ServerName<'_>, _: &[u8], _: UnixTime) -> Result<ServerCertVerified, Error> {
-        Ok(ServerCertVerified::assertion())
+impl ServerCertVerifier for ChainOnly {
+    fn verify_server_cert(&self, end_entity: &CertificateDer<'_>, intermediates: &[CertificateDer<'_>], server_name: &ServerName<'_>, ocsp: &[u8], now: UnixTime) -> Result<ServerCertVerified, Error> {
+        match self.verify_chain(end_entity, intermediates, server_name, ocsp, now) {
+            Err(error) if !self.refuse => {
+                let code = node_code(&error);
+                *self.failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(TlsFailure { code, message: node_message(code, &error) });
+                Ok(ServerCertVerified::assertion())
+            }
+            verdict => verdict,
+        }
     }
 
     fn verify_tls12_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, Error> {
-        verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
     }
 
     fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, Error> {
-        verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.provider.signature_verification_algorithms.supported_schemes()
     }
 }
 
-fn config(settings: &TlsSettings) -> Result<ClientConfig, String> {
+/// The session's configuration; `chain_failure` is where a chain taken under
+/// `rejectUnauthorized: false` leaves why it did not verify.
+fn config(settings: &TlsSettings, chain_failure: &Arc<Mutex<Option<TlsFailure>>>) -> Result<ClientConfig, String> {
     // ring: it cross-builds for every target of build:cross (aws-lc-rs, which rustls now
     // prefers for its post-quantum key exchange, needs cmake and more per target).
     #[allow(deprecated)]
     let provider = Arc::new(ring::default_provider());
     let versions: Vec<_> = [(settings.tls12, &rustls::version::TLS12), (settings.tls13, &rustls::version::TLS13)].into_iter().filter_map(|(on, v)| on.then_some(v)).collect();
     let builder = ClientConfig::builder_with_provider(provider.clone()).with_protocol_versions(&versions).map_err(|e| e.to_string())?;
-    let verifier: Arc<dyn ServerCertVerifier> = if settings.verify_chain {
-        let mut roots = RootCertStore::empty();
-        roots.add_parsable_certificates(certificates(&settings.roots));
-        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider).build().map_err(|e| e.to_string())?;
-        Arc::new(ChainOnly(webpki))
+    let mut roots = RootCertStore::empty();
+    roots.add_parsable_certificates(certificates(&settings.roots));
+    let webpki = if roots.is_empty() {
+        None
     } else {
-        Arc::new(AnyCertificate(provider))
+        Some(WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone()).build().map_err(|e| e.to_string())?)
     };
+    let verifier = Arc::new(ChainOnly { webpki, provider, refuse: settings.reject_unauthorized, failure: chain_failure.clone() });
     let builder = builder.dangerous().with_custom_certificate_verifier(verifier);
     match &settings.client_auth {
         None => Ok(builder.with_no_client_auth()),
@@ -273,6 +277,8 @@ pub struct TlsSession {
     session: ClientConnection,
     /// The handshake completed and the driver has told JS.
     told_established: bool,
+    /// Why the server's chain did not verify, when it was taken all the same.
+    chain_failure: Arc<Mutex<Option<TlsFailure>>>,
 }
 
 /// `read_tls`'s and `write_tls`'s view of the socket.
@@ -303,9 +309,16 @@ impl TlsSession {
     /// A session with these settings; an error says what in them is wrong.
     pub fn new(settings: &TlsSettings) -> Result<TlsSession, String> {
         let name = ServerName::try_from(settings.server_name.clone()).map_err(|e| format!("servername {:?}: {e}", settings.server_name))?;
-        let mut session = ClientConnection::new(Arc::new(config(settings)?), name).map_err(|e| e.to_string())?;
+        let chain_failure = Arc::default();
+        let mut session = ClientConnection::new(Arc::new(config(settings, &chain_failure)?), name).map_err(|e| e.to_string())?;
         session.set_buffer_limit(Some(SENDABLE_LIMIT));
-        Ok(TlsSession { session, told_established: false })
+        Ok(TlsSession { session, told_established: false, chain_failure })
+    }
+
+    /// Why the server's chain did not verify (`rejectUnauthorized: false` took it): Node's code
+    /// and words for `authorizationError`; None for a chain that verified.
+    pub fn chain_failure(&self) -> Option<TlsFailure> {
+        self.chain_failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
     }
 
     /// True once, when the handshake has completed: the driver tells JS then.
@@ -453,9 +466,10 @@ mod tests {
 
     #[test]
     fn settings_that_cannot_work_are_refused_with_why() {
-        let settings = |server_name: &str, roots: Vec<Vec<u8>>| TlsSettings { server_name: server_name.into(), roots, verify_chain: true, client_auth: None, tls12: true, tls13: true };
-        // No root to verify with.
-        assert!(TlsSession::new(&settings("localhost", vec![])).is_err());
+        let settings = |server_name: &str, roots: Vec<Vec<u8>>| TlsSettings { server_name: server_name.into(), roots, reject_unauthorized: true, client_auth: None, tls12: true, tls13: true };
+        // No root to verify with is no error of the settings: as under Node, every chain then
+        // fails at the handshake (or with rejectUnauthorized false is taken, not authorized).
+        assert!(TlsSession::new(&settings("localhost", vec![])).is_ok());
         // Not a name a certificate can have.
         assert!(TlsSession::new(&settings("no such name!", vec![])).err().unwrap().contains("servername"));
         // No version at all.

@@ -75,7 +75,7 @@ impl NativeTls {
         TlsSession::new(&TlsSettings {
             server_name: self.servername.clone(),
             roots: self.roots.iter().map(pem).collect(),
-            verify_chain: self.reject_unauthorized,
+            reject_unauthorized: self.reject_unauthorized,
             client_auth: self.cert.as_ref().zip(self.key.as_ref()).map(|(cert, key)| (pem(cert), pem(key))),
             tls12: self.tls12,
             tls13: self.tls13,
@@ -423,6 +423,14 @@ impl NativeConnection {
     pub fn peer_certificate(&self) -> Option<Buffer> {
         let tls = self.socket.as_deref()?.driver.tls.as_ref()?;
         tls.peer_certificate().map(|der| Buffer::from(der.to_vec()))
+    }
+
+    /// amqps:// with `rejectUnauthorized: false`: why the server's chain did not verify, as
+    /// [Node's code, its words]; null for a chain that verified.
+    #[napi(catch_unwind)]
+    pub fn chain_failure(&self) -> Option<Vec<String>> {
+        let failure = self.socket.as_deref()?.driver.tls.as_ref()?.chain_failure()?;
+        Some(vec![failure.code.to_string(), failure.message])
     }
 
     /// The words of the TLS failure being reported (an error event with errno 0).
