@@ -37,11 +37,11 @@ function connect(url, socketOptions, cb) {
   const { connectionOptions, recovery: recoveryOptions } = recovery.splitConnectionOptions(options);
   if (recovery.recoveryEnabled(recoveryOptions)) {
     const nodeOptions = withHandshakeTimeout(connectionOptions);
-    const openModel = (node, index, credentials) =>
+    const openModel = (node, index, auth) =>
       new Promise((resolve, reject) => {
-        openCallbackModel(node, atNode(nodeOptions, index, credentials), (err, model) => (err ? reject(err) : resolve(model)));
+        openCallbackModel(node, atNode(nodeOptions, index, auth), (err, model) => (err ? reject(err) : resolve(model)));
       });
-    return recovery.connectWithRecoveryCallback(openModel, recoveryOptions, callback, nodesOf(target));
+    return recovery.connectWithRecoveryCallback(openModel, recoveryOptions, callback, nodesOf(target), nodeOptions.timeout);
   }
 
   openCallbackModel(target, connectionOptions, typeof callback === 'function' ? callback : () => {});

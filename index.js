@@ -34,8 +34,8 @@ function connect(url, socketOptions) {
       return Promise.reject(err);
     }
     const nodeOptions = withHandshakeTimeout(connectionOptions);
-    const openModel = (node, index, credentials) => openChannelModel(node, atNode(nodeOptions, index, credentials));
-    return recovery.connectWithRecoveryPromise(openModel, recoveryOptions, nodes);
+    const openModel = (node, index, auth) => openChannelModel(node, atNode(nodeOptions, index, auth));
+    return recovery.connectWithRecoveryPromise(openModel, recoveryOptions, nodes, nodeOptions.timeout);
   }
   return openChannelModel(url, connectionOptions);
 }

@@ -14,8 +14,10 @@ const defs = require('../lib/defs');
 const PROTOCOL_HEADER_BYTES = 8;
 
 // Starts a server; `script({ conn, socket, send, expect, reset, startOk })` runs after each
-// client's handshake (`startOk`: the fields of its connection.start-ok). Resolves to { url, close }, and with `tls` to the `ca` a client is to trust too.
-function fakeServer(script, { frameMax = 4096, serverProperties, tls: secure = false } = {}) {
+// client's handshake (`startOk`: the fields of its connection.start-ok). `refuseLogin(startOk)`,
+// if given and true, refuses the login instead (403, as RabbitMQ refuses one), and no script
+// runs. Resolves to { url, close }, and with `tls` to the `ca` a client is to trust too.
+function fakeServer(script, { frameMax = 4096, serverProperties, tls: secure = false, refuseLogin } = {}) {
   return new Promise((resolve) => {
     const sockets = new Set();
     const { ca, key, cert } = tlsCertificates();
@@ -24,7 +26,7 @@ function fakeServer(script, { frameMax = 4096, serverProperties, tls: secure = f
       sockets.add(socket);
       socket.on('close', () => sockets.delete(socket));
       socket.on('error', () => {});
-      serve(socket, script, { frameMax, serverProperties });
+      serve(socket, script, { frameMax, serverProperties, refuseLogin });
     });
     server.listen(0, '127.0.0.1', () => {
       const { port } = server.address();
@@ -42,14 +44,14 @@ function fakeServer(script, { frameMax = 4096, serverProperties, tls: secure = f
 
 // Serves one client on `socket` (any duplex stream): the handshake, then the script. Its
 // connection.start announces `serverProperties` (default: product 'fake').
-function serve(socket, script, { frameMax = 4096, serverProperties = { product: 'fake' } } = {}) {
+function serve(socket, script, { frameMax = 4096, serverProperties = { product: 'fake' }, refuseLogin = () => false } = {}) {
   socket.once('readable', () => {
     socket.read(PROTOCOL_HEADER_BYTES);
-    handshake(socket, frameMax, serverProperties).then((peer) => script(peer), () => socket.destroy());
+    handshake(socket, frameMax, serverProperties, refuseLogin).then((peer) => script(peer), () => socket.destroy());
   });
 }
 
-function handshake(socket, frameMax, serverProperties) {
+function handshake(socket, frameMax, serverProperties, refuseLogin) {
   const conn = new Connection(socket);
   conn.expectSocketClose = true;
   // Channels the client may open; the fake side needs records for them to send on.
@@ -74,6 +76,11 @@ function handshake(socket, frameMax, serverProperties) {
   return expect(defs.ConnectionStartOk)
     .then((frame) => {
       startOk = frame.fields;
+      if (refuseLogin(startOk)) {
+        send(defs.ConnectionClose, { replyCode: 403, replyText: `ACCESS_REFUSED - Login was refused using authentication mechanism ${startOk.mechanism}`, classId: 0, methodId: 0 });
+        conn.flush();
+        throw new Error('login refused');
+      }
       send(defs.ConnectionTune, { channelMax: 0, frameMax, heartbeat: 0 });
     })
     .then(() => expect(defs.ConnectionTuneOk))

@@ -7,21 +7,30 @@
 
 const { describe, it, after } = require('node:test');
 const assert = require('node:assert');
+const util = require('node:util');
+const { once } = require('node:events');
 const defs = require('../lib/defs');
 const { fakeServer } = require('./fake_server');
+const { NativeSocket } = require('../lib/native_socket');
 
 const amqp = require('..');
 const amqpCallback = require('../callback_api');
 
 // A server that keeps every client: `logins` in order ("user:password" from PLAIN), the secrets
-// updated, and `closeAll()` to close the connections open now with 320.
-async function recordingServer() {
+// updated, and `closeAll()` to close the connections open now with 320. A login whose password
+// `state.refuse(password)` says is no longer good is refused (403), as a broker refuses an
+// expired token. `tls` as fakeServer's.
+async function recordingServer({ tls = false } = {}) {
   const logins = [];
   const updates = [];
   const open = new Set();
-  const server = await fakeServer(async (peer) => {
-    const [, user, password] = peer.startOk.response.toString().split('\u0000');
+  const state = { refuse: () => false };
+  const refuseLogin = (startOk) => {
+    const [, user, password] = startOk.response.toString().split('\u0000');
     logins.push(`${user}:${password}`);
+    return state.refuse(password);
+  };
+  const server = await fakeServer(async (peer) => {
     open.add(peer);
     for (;;) {
       const frame = await peer.expect().catch(() => null);
@@ -40,30 +49,30 @@ async function recordingServer() {
       }
     }
     open.delete(peer);
-  });
+  }, { tls, refuseLogin });
   const closeAll = () => {
     for (const peer of open) {
       peer.send(defs.ConnectionClose, { replyCode: 320, replyText: 'CONNECTION_FORCED - node stopping', classId: 0, methodId: 0 });
       peer.conn.flush();
     }
   };
-  return { ...server, logins, updates, closeAll };
+  return { ...server, logins, updates, closeAll, state };
 }
 
-// Resolves with the next 'connect' of a recovering model.
-const reconnected = (model) => new Promise((resolve) => model.once('connect', resolve));
+// Resolves with the next 'connect' of a recovering model: [model, which].
+const reconnected = (model) => once(model, 'connect');
 
 const RECOVERY = { initialDelay: 10, maxDelay: 50 };
 
 describe('a recovering model whose credentials change', () => {
   const servers = [];
   after(() => Promise.all(servers.map((s) => s.close())));
-  const server = async () => {
-    const s = await recordingServer();
+  const server = async (options) => {
+    const s = await recordingServer(options);
     servers.push(s);
     return s;
   };
-  const urlFor = (s, user, password) => s.url.replace('amqp://', `amqp://${user}:${password}@`);
+  const urlFor = (s, user, password) => s.url.replace('://', `://${user}:${password}@`);
 
   it('updateSecret: the connection takes it, and the reconnects after authenticate with it (promise API)', async () => {
     const s = await server();
@@ -139,7 +148,73 @@ describe('a recovering model whose credentials change', () => {
     assert.deepStrictEqual(s.logins, ['oauth:jwt-1', 'oauth:jwt-4']);
     assert.strictEqual(failures.length, 2);
     assert.strictEqual(failures[0], 'Error: token service down');
-    assert.match(failures[1], /^TypeError: recovery.credentials must resolve to \{ username, password \}/);
+    // What came is named by its kind, never shown: a bare token must not reach a log.
+    assert.strictEqual(failures[1], 'TypeError: recovery.credentials must resolve to { username, password } (strings) or credentials (amqp.credentials.plain, ...); got a string');
+  });
+
+  it('a hook that answers a user without a password, or never answers within the connect timeout, fails that attempt', async () => {
+    const s = await server();
+    let calls = 0;
+    const hook = () => {
+      calls++;
+      if (calls === 2) return { username: 'oauth' };
+      if (calls === 3) return new Promise(() => {}); // a token service that hangs
+      return { username: 'oauth', password: Buffer.from(`jwt-${calls}`) };
+    };
+    const model = await amqp.connect(s.url, { timeout: 300, recovery: { ...RECOVERY, credentials: hook } });
+    const failures = [];
+    model.on('connect-failed', (err) => failures.push(err.message));
+    const again = reconnected(model);
+    s.closeAll();
+    await again;
+    await model.close();
+    assert.deepStrictEqual(s.logins, ['oauth:jwt-1', 'oauth:jwt-4']);
+    assert.match(failures[0], /got an object with keys username$/);
+    assert.strictEqual(failures[1], 'recovery.credentials did not settle within 300 ms');
+  });
+
+  it("updateSecret while disconnected (the broker refusing the expired token) is kept for the next attempt at once, nothing sent", async () => {
+    const s = await server();
+    const model = await amqp.connect(urlFor(s, 'app', 'token-1'), { recovery: RECOVERY });
+    s.state.refuse = (password) => password === 'token-1';
+    // The service learns of the expiry from the refused reconnect, and fetches a new token.
+    let updatedWhileDown = null;
+    model.once('connect-failed', () => {
+      updatedWhileDown = model.updateSecret(Buffer.from('token-2'), 'expired');
+    });
+    const again = reconnected(model);
+    s.closeAll();
+    await again;
+    assert.strictEqual(await updatedWhileDown, undefined);
+    await model.close();
+    assert.deepStrictEqual(s.logins, ['app:token-1', 'app:token-1', 'app:token-2']);
+    assert.deepStrictEqual(s.updates, [], 'no update-secret without a connection');
+  });
+
+  it('after updateSecret each node of a list logs in as its own user with the new secret', async () => {
+    const first = await server();
+    const second = await server();
+    const model = await amqp.connect([urlFor(first, 'alice', 'old'), urlFor(second, 'bob', 'old')], { recovery: RECOVERY });
+    await model.updateSecret(Buffer.from('new'), 'rotated');
+    const again = reconnected(model);
+    first.closeAll();
+    const [, which] = await again;
+    await model.close();
+    assert.strictEqual(which.index, 1);
+    assert.deepStrictEqual(first.logins, ['alice:old']);
+    assert.deepStrictEqual(second.logins, ['bob:new']);
+  });
+
+  it("amqps:// (on the native socket where it serves): the hook's credentials are left nowhere on the connection", async () => {
+    const s = await server({ tls: true });
+    const hook = async () => ({ username: 'oauth', password: 'jwt-very-secret' });
+    const model = await amqp.connect(s.url, { ca: [s.ca], recovery: { ...RECOVERY, waitForConnect: false, credentials: hook } });
+    const [{ connection }] = await reconnected(model);
+    assert.strictEqual(connection.native, NativeSocket.serves({ ca: [s.ca] }, 'amqps:'));
+    const seen = util.inspect(connection.stream, { depth: 6, showHidden: true }) + util.inspect(connection, { depth: 2 });
+    await model.close();
+    assert.deepStrictEqual(s.logins, ['oauth:jwt-very-secret']);
+    assert.ok(!seen.includes('jwt-very-secret'), 'the token is not kept by the connection or its socket');
   });
 
   it('a credentials option that is no function is refused at connect', async () => {

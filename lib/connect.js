@@ -15,7 +15,7 @@ const net = require('node:net');
 const { NativeSocket } = require('./native_socket');
 const QS = require('node:querystring');
 const credentials = require('./credentials');
-const { checkNodeList, defaultPort, describeNode, nodeIndexOf, openFirst, withHandshakeTimeout } = require('./nodes');
+const { attemptAuthOf, checkNodeList, defaultPort, describeNode, nodeIndexOf, openFirst, withHandshakeTimeout } = require('./nodes');
 const tracing = require('./tracing');
 const pkg = require('../package.json');
 
@@ -97,6 +97,13 @@ function credentialsFromUrl(parts) {
   return credentials.plain(user, passwd);
 }
 
+// What an attempt authenticates with: a recovering model's credentials for it (its hook's),
+// else `given` (the socket options' or the URL's) with the model's updated secret, if any.
+function attemptCredentials(given, auth) {
+  if (auth?.credentials) return auth.credentials;
+  return auth?.secret === undefined ? given : credentials.withSecret(given, auth.secret);
+}
+
 // SNI needs a host name; setting it to an IP address is an error in
 // recent Node.js versions. An explicit servername is left alone.
 function setServername(sockopts, host) {
@@ -105,7 +112,7 @@ function setServername(sockopts, host) {
 
 // URL given as an object: { protocol, hostname, port, username, password,
 // locale, frameMax, channelMax, heartbeat, maxFrameSize, vhost }.
-function planFromObject(url, sockopts, extraClientProperties) {
+function planFromObject(url, sockopts, extraClientProperties, auth) {
   const protocol = `${url.protocol || 'amqp'}:`;
   sockopts.host = url.hostname;
   setServername(sockopts, url.hostname);
@@ -122,8 +129,8 @@ function planFromObject(url, sockopts, extraClientProperties) {
     heartbeat: url.heartbeat,
     maxFrameSize: url.maxFrameSize,
   };
-  const creds = sockopts.credentials || credentials.plain(user, passwd);
-  return { protocol, credentials: creds, fields: handshakeFields(url.vhost, query, creds, extraClientProperties) };
+  const creds = attemptCredentials(sockopts.credentials || credentials.plain(user, passwd), auth);
+  return { protocol, fields: handshakeFields(url.vhost, query, creds, extraClientProperties) };
 }
 
 // Query options may repeat; the first occurrence wins.
@@ -135,7 +142,7 @@ function parseQuery(search) {
   return query;
 }
 
-function planFromString(url, sockopts, extraClientProperties) {
+function planFromString(url, sockopts, extraClientProperties, auth) {
   let parts;
   try {
     parts = new URL(url);
@@ -149,8 +156,8 @@ function planFromString(url, sockopts, extraClientProperties) {
   sockopts.port = parseInt(parts.port, 10) || defaultPort(protocol);
 
   const vhost = parts.pathname ? parts.pathname.slice(1) : null;
-  const creds = sockopts.credentials || credentialsFromUrl(parts);
-  return { protocol, credentials: creds, fields: handshakeFields(vhost, parseQuery(parts.search), creds, extraClientProperties) };
+  const creds = attemptCredentials(sockopts.credentials || credentialsFromUrl(parts), auth);
+  return { protocol, fields: handshakeFields(vhost, parseQuery(parts.search), creds, extraClientProperties) };
 }
 
 // Everything `connect` needs, worked out from its arguments without any
@@ -160,13 +167,13 @@ function prepareConnect(url, socketOptions) {
   const sockopts = shallowCopy(socketOptions || {});
   const target = url || 'amqp://localhost';
   const extraClientProperties = sockopts.clientProperties || {};
+  const auth = attemptAuthOf(socketOptions);
   const plan =
     typeof target === 'object'
-      ? planFromObject(target, sockopts, extraClientProperties)
-      : planFromString(target, sockopts, extraClientProperties);
+      ? planFromObject(target, sockopts, extraClientProperties, auth)
+      : planFromString(target, sockopts, extraClientProperties, auth);
   return {
     protocol: plan.protocol,
-    credentials: plan.credentials,
     fields: plan.fields,
     sockopts,
     // On unless asked off: our writes are already one per turn, so Nagle's algorithm only
@@ -191,15 +198,6 @@ function openSocket(protocol, sockopts, onConnect) {
     return require('node:tls').connect(sockopts, onConnect);
   }
   throw new Error(`Expected amqp: or amqps: as the protocol; got ${protocol}`);
-}
-
-// The credentials each connection opened with, for a recovering model whose secret is updated
-// (lib/recovery.js): kept out of the connection object, which is printed and inspected.
-const OPENED_WITH = new WeakMap();
-
-// The credentials `connection` opened with (undefined for one not opened by connect).
-function credentialsOf(connection) {
-  return OPENED_WITH.get(connection);
 }
 
 // Loaded on first use, so that the parsing above can be loaded (and
@@ -277,7 +275,6 @@ function openConnection(plan, openCallback) {
     const connection = new Connection(sock);
     connection.serverAddress = plan.sockopts.host;
     connection.serverPort = plan.sockopts.port;
-    OPENED_WITH.set(connection, plan.credentials);
     connection.open(plan.fields, (err) => {
       // The timeout guards the connection attempt only; heartbeats look
       // after the open connection.
@@ -307,4 +304,4 @@ function openConnection(plan, openCallback) {
   });
 }
 
-module.exports = { connect, credentialsFromUrl, credentialsOf, prepareConnect, CLIENT_PROPERTIES };
+module.exports = { connect, credentialsFromUrl, prepareConnect, CLIENT_PROPERTIES };

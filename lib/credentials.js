@@ -65,8 +65,10 @@ function external() {
 }
 
 // The same user with another secret (updateSecret's: an OAuth2 token, a rotated password), for
-// the connections a recovering model opens later. EXTERNAL has no secret to change.
+// the connections a recovering model opens later. Only PLAIN and AMQPLAIN credentials that
+// name their user take it; EXTERNAL has no secret, and other mechanisms are left as they are.
 function withSecret(creds, secret) {
+  if (typeof creds.username !== 'string') return creds;
   const password = Buffer.isBuffer(secret) ? secret.toString('utf8') : secret;
   if (creds.mechanism === 'PLAIN') return plain(creds.username, password);
   if (creds.mechanism === 'AMQPLAIN') return amqplain(creds.username, password);
@@ -74,13 +76,17 @@ function withSecret(creds, secret) {
 }
 
 // What a recovering model's `credentials` hook may answer: credentials as the factories above
-// make them, or { username, password } for PLAIN. Anything else is a TypeError.
+// make them, or { username, password } (strings; the password may be a Buffer) for PLAIN.
+// Anything else is a TypeError that says what kind of value came, never the value: a token
+// returned bare must not land in a logged error.
 function fromAnswer(answer) {
   if (answer && typeof answer === 'object') {
     if (typeof answer.mechanism === 'string' && typeof answer.response === 'function') return answer;
-    if (answer.username !== undefined || answer.password !== undefined) return plain(answer.username, answer.password);
+    const { username, password } = answer;
+    if (typeof username === 'string' && (typeof password === 'string' || Buffer.isBuffer(password))) return plain(username, password);
   }
-  throw new TypeError(`recovery.credentials must resolve to { username, password } or credentials (amqp.credentials.plain, ...); got ${String(answer)}`);
+  const kind = answer === null ? 'null' : typeof answer === 'object' ? `an object with keys ${Object.keys(answer).join(', ') || '(none)'}` : `a ${typeof answer}`;
+  throw new TypeError(`recovery.credentials must resolve to { username, password } (strings) or credentials (amqp.credentials.plain, ...); got ${kind}`);
 }
 
 module.exports = { plain, amqplain, external, withSecret, fromAnswer };

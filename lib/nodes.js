@@ -35,12 +35,22 @@ function withHandshakeTimeout(socketOptions) {
 // callback last (instrumentation wraps that one).
 const NODE_INDEX = Symbol('amqplib-rs node index');
 
-// `socketOptions` for the node at `index`; the index is kept out of what gets copied on.
-// `credentials`, if given, are the attempt's (a recovering model's: see lib/recovery.js).
-function atNode(socketOptions, index, credentials) {
+// A recovering model's say on an attempt's credentials (lib/recovery.js): `{ credentials }`
+// from its hook, or `{ secret }` from its updateSecret.
+const ATTEMPT_AUTH = Symbol('amqplib-rs attempt credentials');
+
+// `socketOptions` for the node at `index`, with `auth` (see ATTEMPT_AUTH) if given. Both are
+// kept out of what gets copied on: neither reaches the socket, nor the options a TLS socket
+// keeps (`connection.stream`), so no secret is left there.
+function atNode(socketOptions, index, auth) {
   const options = Object.defineProperty({ ...socketOptions }, NODE_INDEX, { value: index });
-  if (credentials) options.credentials = credentials;
+  if (auth) Object.defineProperty(options, ATTEMPT_AUTH, { value: auth });
   return options;
+}
+
+// The `auth` atNode gave, or null.
+function attemptAuthOf(socketOptions) {
+  return socketOptions?.[ATTEMPT_AUTH] ?? null;
 }
 
 // The node index `atNode` gave, or 0.
@@ -114,4 +124,4 @@ function openFirst(urls, open, cb) {
   tryNode(0);
 }
 
-module.exports = { checkNodeList, nodesOf, withHandshakeTimeout, atNode, nodeIndexOf, describeNode, defaultPort, allNodesFailed, openFirst };
+module.exports = { checkNodeList, nodesOf, withHandshakeTimeout, atNode, attemptAuthOf, nodeIndexOf, describeNode, defaultPort, allNodesFailed, openFirst };

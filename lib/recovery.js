@@ -24,9 +24,10 @@
 // node), and `preferredNode` (an index in the list as given) is where the first round starts. A single URL is a list of one, as amqplib 2.3.1 has it.
 //
 // Credentials (ours, not amqplib's): updateSecret also changes what later connections
-// authenticate with, and `credentials`, an async hook asked before every attempt with
-// { index, node }, supplies that attempt's ({ username, password }, or credentials as
-// amqp.credentials makes them); its failure fails the attempt.
+// authenticate with (kept at once while disconnected), and `credentials`, an async hook asked
+// before every attempt with { index, node }, supplies that attempt's ({ username, password },
+// or credentials as amqp.credentials makes them); its failure, or its silence past the connect
+// timeout, fails the attempt.
 //
 // Events: 'connect' (model, { index, node }: which node of the list, and its address),
 // 'disconnect' (err), 'connect-failed' (err),
@@ -36,7 +37,6 @@
 
 const EventEmitter = require('node:events');
 const { allNodesFailed, describeNode } = require('./nodes');
-const { credentialsOf } = require('./connect');
 const credentials = require('./credentials');
 
 const DEFAULTS = Object.freeze({
@@ -191,6 +191,16 @@ function runSetup(setup, model) {
   });
 }
 
+// `value` (a promise or not) settled, or an Error with `message` after `ms` (0: no limit).
+function settleWithin(value, ms, message) {
+  if (!ms) return Promise.resolve(value);
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(message)), ms);
+  });
+  return Promise.race([value, late]).finally(() => clearTimeout(timer));
+}
+
 function connectionClosedError() {
   return new Error('Connection closed');
 }
@@ -214,17 +224,21 @@ class RecoveringModel extends EventEmitter {
   #connectedOnce = false; // from then on maxRetries applies, before it initialMaxRetries
   #timer = null;
   #attempt = 0; // consecutive failed attempts so far
-  #updatedCredentials = null; // the user of the last updateSecret, with its secret
+  #secret = undefined; // the last updateSecret's, for later connections (without the hook)
+  #attemptTimeout; // ms the credentials hook has per attempt; 0 for no limit
   #firstConnect;
   #firstSettled = false;
   #resolveFirst;
   #rejectFirst;
 
-  // `openModel(url)` opens a model on one node of `nodes` (lib/nodes.js nodesOf); throws a
-  // TypeError on a bad preferredNode.
-  constructor(openModel, recovery, nodes = [undefined]) {
+  // `openModel(url, index, auth)` opens a model on one node of `nodes` (lib/nodes.js nodesOf),
+  // with `auth` (lib/nodes.js atNode) when this model has its say on the credentials;
+  // `attemptTimeout` bounds the credentials hook (the connect `timeout`). Throws a TypeError on
+  // a bad preferredNode or credentials hook.
+  constructor(openModel, recovery, nodes = [undefined], attemptTimeout = 0) {
     super();
     this.#openModel = openModel;
+    this.#attemptTimeout = attemptTimeout;
     this.#settings = normaliseRecoveryOptions(recovery);
     this.#nodes = nodes;
     ({ order: this.#order, start: this.#next } = nodeOrder(nodes.length, this.#settings));
@@ -269,11 +283,20 @@ class RecoveringModel extends EventEmitter {
     }
   }
 
-  // After `model` took a new secret (updateSecret): later connections authenticate with it, as
-  // the user `model` opened with.
-  _secretUpdated(model, newSecret) {
-    const used = credentialsOf(model.connection);
-    if (used) this.#updatedCredentials = credentials.withSecret(used, newSecret);
+  // updateSecret of both APIs; `send(model)` sends it on a connected model. Without the
+  // credentials hook, later connections authenticate with the new secret too (each node as its
+  // own user), and while disconnected it is kept for them at once, with nothing sent: an
+  // expired token is why a broker drops a connection, and the reconnects must not go on with
+  // it. With the hook, the hook says, and the secret goes to the connection open now only.
+  async _updateSecret(newSecret, send) {
+    if (this.#settings.credentials) return this._withModel(send);
+    if (!this.#model && !this.#stopped) {
+      this.#secret = newSecret;
+      return undefined;
+    }
+    const ok = await this._withModel(send);
+    this.#secret = newSecret;
+    return ok;
   }
 
   // The counters of the connection open now (lib/counters.js), or null between connections.
@@ -377,7 +400,10 @@ class RecoveringModel extends EventEmitter {
       closedEarly = asError(err, 'Connection closed');
     };
     try {
-      model = await this.#openModel(this.#nodes[index], index, await this.#attemptCredentials(which));
+      const auth = await this.#attemptAuth(which);
+      // close() came while the hook fetched: no connection at all.
+      if (this.#stopped) return null;
+      model = await this.#openModel(this.#nodes[index], index, auth);
       // A model that closes before it is adopted (during setup, or as soon as it opened) is a
       // failed attempt: adopted, it would never report its close, and recovery would stop.
       // amqplib 2.3.1 adopts it.
@@ -416,13 +442,14 @@ class RecoveringModel extends EventEmitter {
     }
   }
 
-  // What an attempt authenticates with: the `credentials` hook's answer (asked before every
-  // attempt, so that a token is fetched afresh), else the secret updateSecret set last, else
-  // null: the node's own (its URL's, or the socket options').
-  async #attemptCredentials(which) {
+  // This model's say on an attempt's credentials (lib/nodes.js atNode): the `credentials`
+  // hook's answer (asked before every attempt, so that a token is fetched afresh, within the
+  // connect timeout), else the secret updateSecret set last, else none (the node's own).
+  async #attemptAuth(which) {
     const hook = this.#settings.credentials;
-    if (hook) return credentials.fromAnswer(await hook({ ...which }));
-    return this.#updatedCredentials;
+    if (!hook) return this.#secret === undefined ? null : { secret: this.#secret };
+    const answer = await settleWithin(hook({ ...which }), this.#attemptTimeout, `recovery.credentials did not settle within ${this.#attemptTimeout} ms`);
+    return { credentials: credentials.fromAnswer(answer) };
   }
 
   // Schedules the next round (retry number #attempt + 1) after `delay` ms, by default the
@@ -499,11 +526,7 @@ class RecoveringPromiseModel extends RecoveringModel {
   }
 
   updateSecret(newSecret, reason) {
-    return this._withModel(async (model) => {
-      const ok = await model.updateSecret(newSecret, reason);
-      this._secretUpdated(model, newSecret);
-      return ok;
-    });
+    return this._updateSecret(newSecret, (model) => model.updateSecret(newSecret, reason));
   }
 
   _closeModel(model) {
@@ -528,11 +551,7 @@ class RecoveringCallbackModel extends RecoveringModel {
 
   updateSecret(newSecret, reason, cb) {
     toCallback(
-      this._withModel(async (model) => {
-        const ok = await fromCallback((done) => model.updateSecret(newSecret, reason, done));
-        this._secretUpdated(model, newSecret);
-        return ok;
-      }),
+      this._updateSecret(newSecret, (model) => fromCallback((done) => model.updateSecret(newSecret, reason, done))),
       cb,
     );
     return this;
@@ -564,10 +583,10 @@ class RecoveringCallbackModel extends RecoveringModel {
 // callback on the next tick), before its first attempt has started.
 // `openModel(url)` opens a model on one of `nodes` (a single URL when not given). The
 // arguments before `nodes` are amqplib 2.3.1's.
-function connectWithRecoveryPromise(openModel, recovery, nodes) {
+function connectWithRecoveryPromise(openModel, recovery, nodes, attemptTimeout) {
   let model;
   try {
-    model = new RecoveringPromiseModel(openModel, recovery, nodes);
+    model = new RecoveringPromiseModel(openModel, recovery, nodes, attemptTimeout);
   } catch (err) {
     return Promise.reject(err);
   }
@@ -575,8 +594,8 @@ function connectWithRecoveryPromise(openModel, recovery, nodes) {
   return model.waitForConnect();
 }
 
-function connectWithRecoveryCallback(openModel, recovery, cb, nodes) {
-  const model = new RecoveringCallbackModel(openModel, recovery, nodes);
+function connectWithRecoveryCallback(openModel, recovery, cb, nodes, attemptTimeout) {
+  const model = new RecoveringCallbackModel(openModel, recovery, nodes, attemptTimeout);
   if (model._settings.waitForConnect) model.waitForConnect(cb);
   else if (typeof cb === 'function') process.nextTick(cb, null, model);
   return model;

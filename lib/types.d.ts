@@ -340,15 +340,16 @@ export interface RecoveryOptionsFor<M> {
    * amqplib-rs: asked before every connection attempt (the first one too) with the node about
    * to be tried; resolves to that attempt's credentials, `{ username, password }` (PLAIN) or
    * what `credentials.plain`/`amqplain`/`external` make: an OAuth2 token fetched afresh, say.
-   * If it throws or resolves to anything else, that attempt fails (`connect-failed`). Without
-   * it, a reconnect authenticates as the node's URL or socket options say, with the secret of
-   * the last `updateSecret` where there was one.
+   * If it throws, resolves to anything else, or has not settled within the connect `timeout`,
+   * that attempt fails (`connect-failed`). Without it, a reconnect authenticates as the node's
+   * URL or socket options say, with the secret of the last `updateSecret` where there was one
+   * (PLAIN and AMQPLAIN only).
    */
   credentials?: (node: ConnectedNode) => Promise<AttemptCredentials> | AttemptCredentials;
 }
 
 /** What a recovering model's `credentials` hook answers. */
-export type AttemptCredentials = { username: string; password: string } | SaslMechanism;
+export type AttemptCredentials = { username: string; password: string | Buffer } | SaslMechanism;
 
 /**
  * Where to connect: one broker's URL (a string or connection parameters), or a cluster's
