@@ -9,11 +9,12 @@ const assert = require('node:assert');
 const dns = require('node:dns');
 const net = require('node:net');
 const { AMQP_URL } = require('./helpers');
+const { defaultPort } = require('../lib/nodes');
 
 const broker = new URL(AMQP_URL);
 // The broker's own scheme and port, with made-up host names. Over TLS (amqps://) the
 // certificate names the broker's host, which is then the name checked.
-const BROKER_PORT = broker.port || (broker.protocol === 'amqps:' ? 5671 : 5672);
+const BROKER_PORT = broker.port || defaultPort(broker.protocol);
 const brokerAt = (host) => `${broker.protocol}//guest:guest@${host}:${BROKER_PORT}`;
 const TLS_NAME = broker.protocol === 'amqps:' ? { servername: broker.hostname } : {};
 const LIBRARIES = [

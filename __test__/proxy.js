@@ -17,6 +17,7 @@
 
 const net = require('node:net');
 const EventEmitter = require('node:events');
+const { defaultPort } = require('../lib/nodes');
 
 const DIRECTIONS = ['up', 'down'];
 // Bytes queued in the proxy for one direction before it stops reading the source.
@@ -158,7 +159,7 @@ class Link extends EventEmitter {
 // proxy forwards to, and whose credentials and vhost its url() keeps.
 const BROKER = new URL(process.env.AMQP_URL || 'amqp://127.0.0.1');
 const BROKER_HOST = BROKER.hostname.replace(/^\[(.*)\]$/, '$1') || '127.0.0.1';
-const BROKER_PORT = Number(BROKER.port) || (BROKER.protocol === 'amqps:' ? 5671 : 5672);
+const BROKER_PORT = Number(BROKER.port) || defaultPort(BROKER.protocol);
 
 class Proxy extends EventEmitter {
   constructor({ host = BROKER_HOST, port = BROKER_PORT } = {}) {

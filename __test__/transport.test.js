@@ -9,6 +9,7 @@ const net = require('node:net');
 const tls = require('node:tls');
 const amqp = require('../index');
 const { tlsCertificates } = require('./tls_certificates');
+const { defaultPort } = require('../lib/nodes');
 
 const BROKER_URL = process.env.AMQP_URL || 'amqp://localhost';
 const BROKER = new globalThis.URL(BROKER_URL);
@@ -16,7 +17,7 @@ const BROKER_HOST = BROKER.hostname === 'localhost' ? '127.0.0.1' : BROKER.hostn
 // A broker reached over amqps:// (its CA trusted through NODE_EXTRA_CA_CERTS) is reached so
 // throughout: the native socket's tests then run over TLS, and the relays speak it upstream.
 const BROKER_TLS = BROKER.protocol === 'amqps:';
-const BROKER_PORT = Number(BROKER.port) || (BROKER_TLS ? 5671 : 5672);
+const BROKER_PORT = Number(BROKER.port) || defaultPort(BROKER.protocol);
 
 
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));

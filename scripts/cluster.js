@@ -27,8 +27,8 @@
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const { answers } = require('./answers');
-const { tlsCertificates } = require('../__test__/tls_certificates');
-const { readPid, alive, withLock } = require('./system');
+const { makeTlsCertificates } = require('../__test__/tls_certificates');
+const { readPid, alive, withLock, TLS_LISTENER_FILES, tlsListenerConfig, tlsListenerFiles } = require('./system');
 const os = require('node:os');
 const path = require('node:path');
 const util = require('node:util');
@@ -41,14 +41,14 @@ const DIR =
   process.env.AMQPLIB_RS_CLUSTER_DIR || path.join(os.tmpdir(), `amqplib-rs-cluster-${RELEASE ? `${RELEASE}-` : ''}${os.userInfo().username}`);
 // Short names on `localhost` work here: Debian's own broker runs as rabbit@localhost.
 const FIRST_PORT = RELEASE ? 5691 : 5681;
-// Each node also listens for amqps:// 100 ports above, with a certificate of the tests' local CA
-// (__test__/tls_certificates.js) for localhost; caFile() is that CA, for the clients to trust.
+// Each node also listens for amqps:// 100 ports above, with a certificate of the cluster's CA
+// (clusterCertificates) for 127.0.0.1; caFile() is that CA, for the clients to trust.
 const NODES = [0, 1, 2].map((n) => ({
   name: `rs${n + 1}@localhost`,
   port: FIRST_PORT + n,
   url: `amqp://guest:guest@127.0.0.1:${FIRST_PORT + n}`,
   tlsPort: FIRST_PORT + 100 + n,
-  tlsUrl: `amqps://guest:guest@localhost:${FIRST_PORT + 100 + n}`,
+  tlsUrl: `amqps://guest:guest@127.0.0.1:${FIRST_PORT + 100 + n}`,
 }));
 // The 4.x cluster's epmd, shared by its nodes (they find each other through it); never 4369.
 const EPMD_PORT = 4690;
@@ -75,7 +75,8 @@ function chrootNode(i) {
   if (!chrootNodes) {
     const root = rabbitmq4.madeRoot(RELEASE);
     chrootNodes = NODES.map(
-      (node, n) => new rabbitmq4.ChrootNode(root, { name: `rs${n + 1}`, port: node.port, tlsPort: node.tlsPort, epmdPort: EPMD_PORT, config: discoveryConfig(n) }),
+      (node, n) =>
+        new rabbitmq4.ChrootNode(root, { name: `rs${n + 1}`, port: node.port, tlsPort: node.tlsPort, epmdPort: EPMD_PORT, config: discoveryConfig(n), certificates: clusterCertificates }),
     );
   }
   return chrootNodes[i];
@@ -188,33 +189,26 @@ function discoveryConfig(i) {
   return ['cluster_formation.peer_discovery_backend = classic_config', ...NODES.map((node, n) => `cluster_formation.classic_config.nodes.${n + 1} = ${node.name}`)];
 }
 
-// The amqps:// listener's lines of rabbitmq.conf (no client certificate asked for).
-function tlsConfig(i) {
-  const dir = nodeDir(i);
-  return [
-    `listeners.ssl.1 = 127.0.0.1:${NODES[i].tlsPort}`,
-    `ssl_options.cacertfile = ${path.join(dir, 'ca.pem')}`,
-    `ssl_options.certfile = ${path.join(dir, 'server.pem')}`,
-    `ssl_options.keyfile = ${path.join(dir, 'server.key')}`,
-    'ssl_options.verify = verify_none',
-    'ssl_options.fail_if_no_peer_cert = false',
-  ];
+// The cluster's CA and the nodes' certificate and key, one set for the three nodes in DIR/tls:
+// made at the first need after a cold start (which removes them), then read by whichever
+// process boots a node, so that a node a test's process restarts presents one of the CA the
+// clients trust.
+const tlsDir = () => path.join(DIR, 'tls');
+const caFile = () => path.join(tlsDir(), 'ca.pem');
+
+function clusterCertificates() {
+  const dir = tlsDir();
+  const files = { ca: 'ca.pem', cert: 'server.pem', key: 'server.key' };
+  if (Object.values(files).some((file) => !fs.existsSync(path.join(dir, file)))) makeTlsCertificates(dir);
+  return Object.fromEntries(Object.entries(files).map(([name, file]) => [name, fs.readFileSync(path.join(dir, file))]));
 }
 
-// Made once per cold start (which wipes the node's directory) and kept across boots: the clients
-// trust the CA they came with, and a node that a test's process restarts must present one of it.
-// A cold start makes all three in one process, so they share a CA.
+// A system node's copy of them, written when one of its files is missing.
 function writeTlsFiles(i) {
   const dir = nodeDir(i);
-  if (fs.existsSync(path.join(dir, 'ca.pem'))) return;
-  const { ca, cert, key } = tlsCertificates();
-  writeFile(path.join(dir, 'server.pem'), cert);
-  writeFile(path.join(dir, 'server.key'), key);
-  writeFile(path.join(dir, 'ca.pem'), ca);
+  if (TLS_LISTENER_FILES.every((file) => fs.existsSync(path.join(dir, file)))) return;
+  for (const [file, text] of Object.entries(tlsListenerFiles(clusterCertificates()))) writeFile(path.join(dir, file), text);
 }
-
-// The CA that signed the nodes' certificates, as a file.
-const caFile = () => (RELEASE ? chrootNode(0).caFile : path.join(nodeDir(0), 'ca.pem'));
 
 // The node's own files. The system rabbitmq.conf would put every node on 5672, and the system
 // rabbitmq-env.conf names them all rabbit@localhost: each node gets its own of both.
@@ -224,7 +218,7 @@ function writeNodeFiles(i) {
   const dir = nodeDir(i);
   fs.mkdirSync(dir, { recursive: true });
   chown(dir);
-  const config = [`listeners.tcp.1 = 127.0.0.1:${NODES[i].port}`, 'loopback_users = none', ...tlsConfig(i), ...discoveryConfig(i), ''];
+  const config = [`listeners.tcp.1 = 127.0.0.1:${NODES[i].port}`, 'loopback_users = none', ...tlsListenerConfig(NODES[i].tlsPort, dir), ...discoveryConfig(i), ''];
   writeFile(path.join(dir, 'rabbitmq.conf'), config.join('\n'));
   writeTlsFiles(i);
   // No plugins at all (not even management): less to boot and less CPU.
@@ -334,7 +328,8 @@ async function startUnlocked() {
   if (NODES.every((_, i) => !nodePid(i))) {
     // Nothing runs: start from blank state, so no queue of an earlier run is left and no node
     // waits for the one that stopped last. rs1 goes first so the others have someone to join.
-    log(`cold start: wiping ${NODES.map((_, i) => (RELEASE ? chrootNode(i).hostDir : nodeDir(i))).join(', ')}`);
+    log(`cold start: wiping ${NODES.map((_, i) => (RELEASE ? chrootNode(i).hostDir : nodeDir(i))).join(', ')} and the certificates`);
+    fs.rmSync(tlsDir(), { recursive: true, force: true });
     for (let i = 0; i < NODES.length; i++) {
       if (RELEASE) chrootNode(i).prepare({ wipe: true });
       else fs.rmSync(nodeDir(i), { recursive: true, force: true });

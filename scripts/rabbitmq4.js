@@ -210,12 +210,13 @@ const LAUNCH = [
 
 // One node in a root: `root` from ensureRoot; `name` short (the node is <name>@localhost);
 // `port` its AMQP port; `distPort`, `epmdPort`; `config` more lines of its rabbitmq.conf;
-// `tlsPort`, if given, an amqps:// listener with a certificate of the tests' local CA
-// (__test__/tls_certificates.js), for localhost and 127.0.0.1.
+// `tlsPort`, if given, an amqps:// listener with a certificate for localhost and 127.0.0.1 of
+// the tests' local CA: `certificates()`'s ({ ca, cert, key }), by default this process's
+// (__test__/tls_certificates.js).
 class ChrootNode {
-  constructor(root, { name, port, distPort = port + 20000, epmdPort, config = [], tlsPort = 0 }) {
+  constructor(root, { name, port, distPort = port + 20000, epmdPort, config = [], tlsPort = 0, certificates = tlsCertificates }) {
     if (epmdPort === 4369) throw new Error('the system epmd (4369) is never used: give the node an epmd port of its own');
-    Object.assign(this, { root, short: name, port, distPort, epmdPort, config, tlsPort });
+    Object.assign(this, { root, short: name, port, distPort, epmdPort, config, tlsPort, certificates });
     this.name = `${name}@localhost`;
     this.url = `amqp://guest:guest@127.0.0.1:${port}`;
     this.tlsUrl = tlsPort ? `amqps://guest:guest@localhost:${tlsPort}` : null;
@@ -253,22 +254,8 @@ class ChrootNode {
     };
   }
 
-  // The TLS listener's lines of rabbitmq.conf (no client certificate asked for).
   tlsConfig() {
-    if (!this.tlsPort) return [];
-    return [
-      `listeners.ssl.1 = 127.0.0.1:${this.tlsPort}`,
-      `ssl_options.cacertfile = ${this.dir}/ca.pem`,
-      `ssl_options.certfile = ${this.dir}/server.pem`,
-      `ssl_options.keyfile = ${this.dir}/server.key`,
-      'ssl_options.verify = verify_none',
-      'ssl_options.fail_if_no_peer_cert = false',
-    ];
-  }
-
-  tlsFiles() {
-    const { ca, cert, key } = tlsCertificates();
-    return { 'ca.pem': ca.toString(), 'server.pem': cert.toString(), 'server.key': key.toString() };
+    return this.tlsPort ? system.tlsListenerConfig(this.tlsPort, this.dir) : [];
   }
 
   // The CA a client of the TLS listener is to trust, as a file on the host.
@@ -276,11 +263,13 @@ class ChrootNode {
     return path.join(this.hostDir, 'ca.pem');
   }
 
-  // Writes the node's files; `wipe` drops its state (data, logs) first. The TLS files are made
-  // at a wipe or when missing, and kept across boots: clients trust the CA they came with, and a
-  // node that another process restarts (a cluster scenario's) must still present one of it.
+  // Writes the node's files; `wipe` drops its state (data, logs) first. The TLS files are
+  // written at a wipe or when one is missing, and kept across boots: clients trust the CA they
+  // came with, and a node that another process restarts (a cluster scenario's) must still
+  // present one of it.
   prepare({ wipe = false } = {}) {
-    const tls = this.tlsPort && (wipe || !fs.existsSync(this.caFile)) ? this.tlsFiles() : {};
+    const missing = system.TLS_LISTENER_FILES.some((file) => !fs.existsSync(path.join(this.hostDir, file)));
+    const tls = this.tlsPort && (wipe || missing) ? system.tlsListenerFiles(this.certificates()) : {};
     writeFilesAsRoot(this.hostDir, { ...this.files(), ...tls }, { owner: `${this.root.uid}:${this.root.gid}`, wipe });
   }
 

@@ -243,4 +243,28 @@ async function withLock(file, fn, { timeout, log }) {
   }
 }
 
-module.exports = { isRoot, canSudo, asRoot, runAsRoot, has, aptInstall, useVenv, pipInstall, versioned, brokerCtl, brokerCtlFor, VENV_BIN, readPid, alive, withLock };
+// A test node's amqps:// listener, for scripts/rabbitmq4.js's and scripts/cluster.js's nodes:
+// the files it reads (named in `dir`, which `tlsListenerConfig` is given as the node sees it)
+// and the lines of rabbitmq.conf on 127.0.0.1:`port` (no client certificate asked for).
+const TLS_LISTENER_FILES = ['ca.pem', 'server.pem', 'server.key'];
+
+function tlsListenerConfig(port, dir) {
+  return [
+    `listeners.ssl.1 = 127.0.0.1:${port}`,
+    `ssl_options.cacertfile = ${dir}/ca.pem`,
+    `ssl_options.certfile = ${dir}/server.pem`,
+    `ssl_options.keyfile = ${dir}/server.key`,
+    'ssl_options.verify = verify_none',
+    'ssl_options.fail_if_no_peer_cert = false',
+  ];
+}
+
+// Those files' contents from certificates as __test__/tls_certificates.js makes them.
+function tlsListenerFiles({ ca, cert, key }) {
+  return { 'ca.pem': ca.toString(), 'server.pem': cert.toString(), 'server.key': key.toString() };
+}
+
+module.exports = {
+  isRoot, canSudo, asRoot, runAsRoot, has, aptInstall, useVenv, pipInstall, versioned, brokerCtl, brokerCtlFor, VENV_BIN, readPid, alive, withLock,
+  TLS_LISTENER_FILES, tlsListenerConfig, tlsListenerFiles,
+};

@@ -211,9 +211,11 @@ impl ChainOnly {
         match webpki.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
             // webpki checks the name only once the chain is good.
             Err(Error::InvalidCertificate(CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. })) => Ok(ServerCertVerified::assertion()),
-            // A root of the issuer's name but another key (a CA made again under its old name)
-            // is no issuer to OpenSSL, whose lookup also matches the key identifiers, where
-            // webpki tries its signature: both are an issuer not found.
+            // webpki tries the signature of every root of the issuer's name. OpenSSL first
+            // matches the key identifiers, so a root of that name with another key (a CA made
+            // again under its old name, the common case) is no issuer to it: the chain's issuer
+            // is unknown. A signature broken under the right key, which OpenSSL calls
+            // CERT_SIGNATURE_FAILURE, is reported so too: refused all the same.
             Err(Error::InvalidCertificate(CertificateError::UnknownIssuer | CertificateError::BadSignature)) => Err(unknown_issuer(end_entity, intermediates)),
             verdict => verdict,
         }
