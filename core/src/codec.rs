@@ -961,7 +961,7 @@ mod tests {
         assert!(matches!(refused, Err(CodecError::FrameTooLarge { size, max: 4096 }) if size > 4096 && size < 4096 + 200), "{refused:?}");
         assert!(out.len() < 4096 + 200, "stopped at the budget: {} bytes", out.len());
         // The same with an array as long as its budget allows, in a frame that started earlier.
-        let array = TestValue::Array(vec![TestValue::Num(1.0); many * 10]);
+        let array = TestValue::Array(vec![TestValue::Num(1.0); many * 50]);
         let mut out = vec![0; 1000];
         let refused = encode_args(&mut out, &crate::spec::QUEUE_DECLARE, &TestValue::object(&[("arguments", TestValue::object(&[("a", array)]))]), FrameBudget::new(1000, 4096));
         assert!(matches!(refused, Err(CodecError::FrameTooLarge { max: 4096, .. })), "{refused:?}");
