@@ -38,6 +38,7 @@
 const EventEmitter = require('node:events');
 const { allNodesFailed, describeNode } = require('./nodes');
 const credentials = require('./credentials');
+const { Topology } = require('./topology');
 
 const DEFAULTS = Object.freeze({
   initialDelay: 100, // ms before the first retry
@@ -51,6 +52,7 @@ const DEFAULTS = Object.freeze({
   shuffle: false, // a list of nodes is tried in an order of its own, drawn once
   preferredNode: undefined, // the index of the node in the list as given that is tried first
   credentials: null, // async ({ index, node }) => the attempt's credentials, asked before each
+  topology: null, // true or options: channels, topology and consumers recovered (lib/topology.js)
 });
 
 // Events of the underlying model that are simply re-emitted.
@@ -109,6 +111,7 @@ function normaliseRecoveryOptions(recovery) {
     shuffle: !!given.shuffle,
     preferredNode: given.preferredNode ?? DEFAULTS.preferredNode,
     credentials: credentialsHook(given.credentials),
+    topology: given.topology || null,
   };
 }
 
@@ -226,6 +229,7 @@ class RecoveringModel extends EventEmitter {
   #attempt = 0; // consecutive failed attempts so far
   #secret = undefined; // the last updateSecret's, for later connections (without the hook)
   #attemptTimeout; // ms the credentials hook has per attempt; 0 for no limit
+  #topology = null; // the record of what the recovering channels made (lib/topology.js)
   #firstConnect;
   #firstSettled = false;
   #resolveFirst;
@@ -242,6 +246,7 @@ class RecoveringModel extends EventEmitter {
     this.#settings = normaliseRecoveryOptions(recovery);
     this.#nodes = nodes;
     ({ order: this.#order, start: this.#next } = nodeOrder(nodes.length, this.#settings));
+    if (this.#settings.topology) this.#topology = new Topology(this, this.#settings.topology);
     this.#firstConnect = new Promise((resolve, reject) => {
       this.#resolveFirst = resolve;
       this.#rejectFirst = reject;
@@ -266,6 +271,22 @@ class RecoveringModel extends EventEmitter {
     return operation(await this.#currentModel());
   }
 
+  // The topology record, when the recovering model keeps one (lib/topology.js).
+  get _topology() {
+    return this.#topology;
+  }
+
+  // For the recovering channels: the connected model, or the next one within `ms`, else an
+  // Error naming `what` waited.
+  _modelWithin(ms, what) {
+    return settleWithin(this.#currentModel(), ms, `${what}: the connection was not recovered within ${ms} ms`);
+  }
+
+  // The connected model, or null between connections.
+  currentModelNow() {
+    return this.#model;
+  }
+
   async _shutdown() {
     if (this.#stopped) return;
     this.#stopped = true;
@@ -276,6 +297,7 @@ class RecoveringModel extends EventEmitter {
     const err = connectionClosedError();
     this.#rejectWaiters(err);
     this.#settleFirst(err);
+    if (this.#topology) this.#topology.end(err);
     const model = this.#model;
     if (model) {
       this.#forgetModel();
@@ -359,6 +381,7 @@ class RecoveringModel extends EventEmitter {
     this.#forgetModel();
     if (this.#stopped) return;
     const err = asError(maybeErr, 'Connection closed');
+    if (this.#topology) this.#topology.lost(err);
     this.emit('disconnect', err);
     // Another node may well be up: the next round starts at once. A connection that did not
     // last initialDelay waits for it, as a node of its own is retried after a delay (amqplib's),
@@ -412,6 +435,8 @@ class RecoveringModel extends EventEmitter {
       model.on('error', onEarlyClose);
       // close() may have been called while the model opened: then no setup.
       if (!this.#stopped) await runSetup(this.#settings.setup, model);
+      // The recovering channels, the topology and the consumers, before anyone else uses it.
+      if (this.#topology && !this.#stopped) await this.#topology.restore(model);
       model.removeListener('close', onEarlyClose);
       model.removeListener('error', onEarlyClose);
       if (closedEarly) throw closedEarly;
@@ -426,6 +451,7 @@ class RecoveringModel extends EventEmitter {
       this.#connectedAt = Date.now();
       this.#adoptModel(model);
       this.#settleFirst(null);
+      if (this.#topology) this.#topology.resumed();
       this.#resolveWaiters(model);
       this.emit('connect', model, which);
       return null;
@@ -486,6 +512,7 @@ class RecoveringModel extends EventEmitter {
     this.#failure = err;
     this.#settleFirst(err);
     this.#rejectWaiters(err);
+    if (this.#topology) this.#topology.end(err);
     this.emit('reconnect-failed', err);
   }
 }
@@ -517,11 +544,14 @@ class RecoveringPromiseModel extends RecoveringModel {
     return this._shutdown();
   }
 
+  // With topology recovery, a channel that outlives its connection (lib/recovering_channel.js).
   createChannel(options) {
+    if (this._topology) return this._topology.createChannel(false, options);
     return this._withModel((model) => model.createChannel(options));
   }
 
   createConfirmChannel(options) {
+    if (this._topology) return this._topology.createChannel(true, options);
     return this._withModel((model) => model.createConfirmChannel(options));
   }
 
@@ -536,6 +566,11 @@ class RecoveringPromiseModel extends RecoveringModel {
 
 // Recovering stand-in for a CallbackModel (callback API).
 class RecoveringCallbackModel extends RecoveringModel {
+  constructor(openModel, recovery, ...rest) {
+    if (recovery && recovery.topology) throw new TypeError('recovery.topology is for the promise API (require("amqplib-rs")) so far; the callback API recovers as amqplib 2.3.1 does');
+    super(openModel, recovery, ...rest);
+  }
+
   waitForConnect(cb) {
     toCallback(
       this._whenConnected().then(() => this),

@@ -1,0 +1,431 @@
+'use strict';
+
+// A channel that outlives its connection (topology recovery, lib/topology.js): the object a
+// service holds from a recovering model's createChannel or createConfirmChannel. It stands
+// over a channel of the connection open now, and over a fresh one after each recovery, with
+// its prefetch, confirm mode and consumers as they were.
+//
+// - While the connection is lost, its methods that wait for the server wait for the recovery
+//   (up to `waitTimeout`, then they fail); a publish throws amqplib's 'Channel closed', as a
+//   closed channel's does.
+// - Delivery tags keep growing across recoveries: a new channel's count from where the last
+//   left off. An ack, nack or reject of a delivery that came before the connection was lost
+//   is never sent (on the new channel it would name another delivery, or close the channel
+//   with 406 "unknown delivery tag"): it is dropped and counted (`droppedAcks`).
+// - A consumer the server cancels (its queue deleted, a quorum queue's member lost, a
+//   consumer timeout) consumes again once its queue exists: 'consumer-cancelled', then
+//   'consumer-recovered' ({ consumerTag, queue }), in place of amqplib's null delivery.
+// - Events: 'lost' (err) when the connection went, 'recovered' when it is back; 'close' only
+//   when the channel is closed for good (close(), a channel error, or the end of recovery);
+//   'error', 'return', 'drain' and 'warning' from the channel underneath.
+// A channel error (the server closing this channel alone) closes it for good, as the Java
+// client does: the service asked for something the server refuses.
+
+const EventEmitter = require('node:events');
+const { IllegalOperationError } = require('./error');
+
+const FORWARDED_EVENTS = ['error', 'return', 'drain', 'warning'];
+
+class RecoveringChannel extends EventEmitter {
+  #topology;
+  #confirm;
+  #options;
+  #channel = null; // the channel of the connection open now; null while lost
+  #next = null; // the channel a recovery made, until the recovery is over
+  #last = null; // the last channel underneath: a closed one's methods fail as it does
+  #state = 'opening'; // then 'open', 'lost' (and back) and 'closed'
+  #waiters = [];
+  #tagBase = 0; // what this channel's delivery tags are offset by, to go on from the last's
+  #lastTag = 0; // the highest delivery tag handed out so far
+  #prefetch = new Map(); // global flag -> the count last set
+  #consumers = new Map(); // consumer tag -> { queue, callback, options, deliver, active }
+  droppedAcks = 0; // acks, nacks and rejects of deliveries from a lost connection
+
+  constructor(topology, confirm, options) {
+    super();
+    this.#topology = topology;
+    this.#confirm = confirm;
+    this.#options = options;
+  }
+
+  // --- the lifecycle (lib/topology.js drives it) ---
+
+  async open() {
+    for (;;) {
+      const model = await this.#topology.currentModel('createChannel');
+      let channel;
+      try {
+        channel = await this.#create(model);
+      } catch (err) {
+        if (model.connection.isClosed) continue; // lost meanwhile: on the next connection
+        throw err;
+      }
+      this.#topology.channels.add(this);
+      this.#channel = channel;
+      this.#state = 'open';
+      if (channel.connection.isClosed) this.lose(new Error('Connection closed'));
+      return;
+    }
+  }
+
+  #create(model) {
+    const created = this.#confirm ? model.createConfirmChannel(this.#options) : model.createChannel(this.#options);
+    return created.then((channel) => this.#watch(channel));
+  }
+
+  #watch(channel) {
+    this.#last = channel;
+    channel.on('close', () => this.#underlyingClosed(channel));
+    for (const name of FORWARDED_EVENTS) {
+      channel.on(name, (arg) => {
+        if (channel === this.#channel || channel === this.#next) this.emit(name, arg);
+      });
+    }
+    return channel;
+  }
+
+  #underlyingClosed(channel) {
+    if (channel !== this.#channel && channel !== this.#next) return;
+    if (this.#topology.ended) this.end(this.#topology.ended);
+    else if (channel.connection.isClosed) this.lose(new Error('Connection closed'));
+    else this.#closeForGood();
+  }
+
+  lose(err) {
+    if (this.#state !== 'open' && this.#state !== 'lost') return;
+    this.#channel = null;
+    this.#next = null;
+    for (const consumer of this.#consumers.values()) consumer.active = false;
+    if (this.#state === 'lost') return;
+    this.#state = 'lost';
+    this.emit('lost', err);
+  }
+
+  // A channel on the recovery's new connection, with the prefetch it had; its delivery tags
+  // go on from the last channel's.
+  async reopen(model) {
+    if (this.#state !== 'lost') return;
+    const channel = await this.#create(model);
+    for (const [global, count] of this.#prefetch) await channel.prefetch(count, global);
+    this.#tagBase = this.#lastTag;
+    this.#next = channel;
+  }
+
+  // Its consumers again, each once its queue is known to be there (asked on the replay's
+  // channel: a consume of a missing queue would close this one).
+  async restoreConsumers(replay) {
+    const channel = this.#next;
+    if (channel === null) return;
+    for (const [tag, consumer] of [...this.#consumers]) {
+      try {
+        await replay.run((ch) => ch.checkQueue(this.#topology.currentName(consumer.queue)));
+      } catch (err) {
+        if (replay.connectionLost) throw err;
+        this.#topology.reportError(err, { kind: 'consumer', queue: consumer.queue, consumerTag: tag });
+        this.#awaitQueue(tag, consumer);
+        continue;
+      }
+      await this.#resubscribe(channel, tag, consumer);
+    }
+  }
+
+  resume() {
+    if (this.#state !== 'lost' || this.#next === null) return;
+    this.#channel = this.#next;
+    this.#next = null;
+    this.#state = 'open';
+    for (const waiter of this.#waiters.splice(0)) waiter.resolve(this.#channel);
+    this.emit('recovered');
+  }
+
+  end(err) {
+    if (this.#state === 'closed') return;
+    this.#state = 'closed';
+    this.#channel = null;
+    this.#next = null;
+    this.#topology.channels.delete(this);
+    for (const waiter of this.#waiters.splice(0)) waiter.reject(err);
+    this.emit('close');
+  }
+
+  #closeForGood() {
+    for (const consumer of this.#consumers.values()) this.#topology.consumerCancelled(consumer.queue);
+    this.#consumers.clear();
+    this.end(new IllegalOperationError('Channel closed'));
+  }
+
+  // The channel to use now, or a promise of it once the connection is back.
+  #ready(what) {
+    if (this.#state === 'open') return this.#channel;
+    if (this.#state === 'closed') throw new IllegalOperationError('Channel closed', this.#last?.stackAtStateChange);
+    const ms = this.#topology.waitTimeout;
+    return new Promise((resolve, reject) => {
+      const waiter = { resolve, reject };
+      const timer = setTimeout(() => {
+        this.#waiters.splice(this.#waiters.indexOf(waiter), 1);
+        reject(new Error(`${what}: the connection was not recovered within ${ms} ms`));
+      }, ms);
+      waiter.resolve = (channel) => {
+        clearTimeout(timer);
+        resolve(channel);
+      };
+      waiter.reject = (err) => {
+        clearTimeout(timer);
+        reject(err);
+      };
+      this.#waiters.push(waiter);
+    });
+  }
+
+  // --- what the record needs of it ---
+
+  get consumerCount() {
+    return this.#consumers.size;
+  }
+
+  consumes(queue) {
+    for (const consumer of this.#consumers.values()) if (consumer.queue === queue) return true;
+    return false;
+  }
+
+  forgetConsumersOf(queue) {
+    for (const [tag, consumer] of this.#consumers) if (consumer.queue === queue) this.#consumers.delete(tag);
+  }
+
+  renameQueue(from, to) {
+    for (const consumer of this.#consumers.values()) if (consumer.queue === from) consumer.queue = to;
+  }
+
+  // --- deliveries and their tags ---
+
+  // A delivery's tag as the service sees it: offset to go on from the last channel's.
+  #handOut(message) {
+    const fields = message.fields;
+    if (this.#tagBase !== 0) fields.deliveryTag += this.#tagBase;
+    this.#lastTag = fields.deliveryTag;
+    return message;
+  }
+
+  // The channel an acknowledgement of `message` goes to, or null when it is dropped: the
+  // delivery came on a connection since lost.
+  #settling(message) {
+    const channel = this.#channel;
+    if (channel === null) {
+      if (this.#state === 'closed') return this.#last;
+      this.droppedAcks++;
+      return null;
+    }
+    if (message.fields.deliveryTag <= this.#tagBase) {
+      this.droppedAcks++;
+      return null;
+    }
+    return channel;
+  }
+
+  // The message as the channel underneath knows it.
+  #own(message) {
+    if (this.#tagBase === 0) return message;
+    return { fields: { deliveryTag: message.fields.deliveryTag - this.#tagBase } };
+  }
+
+  #deliverTo(consumer) {
+    return (message) => {
+      if (message === null) return this.#cancelledByServer(consumer);
+      return consumer.callback(this.#handOut(message));
+    };
+  }
+
+  #cancelledByServer(consumer) {
+    const tag = consumer.options.consumerTag;
+    if (this.#consumers.get(tag) !== consumer) return consumer.callback(null);
+    consumer.active = false;
+    this.emit('consumer-cancelled', { consumerTag: tag, queue: consumer.queue });
+    this.#awaitQueue(tag, consumer);
+    return undefined;
+  }
+
+  #awaitQueue(tag, consumer) {
+    const wanted = () => this.#state !== 'closed' && !consumer.active && this.#consumers.get(tag) === consumer;
+    this.#topology.awaitQueue(consumer.queue, wanted, async () => {
+      if (this.#state !== 'open') return; // the recovery will consume again
+      await this.#resubscribe(this.#channel, tag, consumer);
+      this.emit('consumer-recovered', { consumerTag: tag, queue: consumer.queue });
+    });
+  }
+
+  async #resubscribe(channel, tag, consumer) {
+    await channel.consume(this.#topology.currentName(consumer.queue), consumer.deliver, consumer.options);
+    consumer.active = true;
+  }
+
+  // --- the channel's methods ---
+
+  get connection() {
+    return (this.#channel ?? this.#last).connection;
+  }
+
+  get ch() {
+    return (this.#channel ?? this.#last).ch;
+  }
+
+  async close() {
+    if (this.#state === 'closed') return this.#last.close();
+    const channel = this.#channel ?? this.#next;
+    if (channel === null) return this.#closeForGood();
+    try {
+      await channel.close();
+    } finally {
+      this.#closeForGood();
+    }
+    return undefined;
+  }
+
+  async assertQueue(queue, options) {
+    const channel = await this.#ready('assertQueue');
+    const ok = await channel.assertQueue(this.#topology.currentName(queue), options);
+    this.#topology.recordQueue(queue || '', ok.queue, options);
+    return ok;
+  }
+
+  async checkQueue(queue) {
+    return (await this.#ready('checkQueue')).checkQueue(this.#topology.currentName(queue));
+  }
+
+  async deleteQueue(queue, options) {
+    const name = this.#topology.currentName(queue);
+    const ok = await (await this.#ready('deleteQueue')).deleteQueue(name, options);
+    this.#topology.forgetQueue(name);
+    return ok;
+  }
+
+  async purgeQueue(queue) {
+    return (await this.#ready('purgeQueue')).purgeQueue(this.#topology.currentName(queue));
+  }
+
+  async bindQueue(queue, source, pattern, args) {
+    const name = this.#topology.currentName(queue);
+    const ok = await (await this.#ready('bindQueue')).bindQueue(name, source, pattern, args);
+    this.#topology.recordBinding('queue', name, source, pattern, args);
+    return ok;
+  }
+
+  async unbindQueue(queue, source, pattern, args) {
+    const name = this.#topology.currentName(queue);
+    const ok = await (await this.#ready('unbindQueue')).unbindQueue(name, source, pattern, args);
+    this.#topology.forgetBinding('queue', name, source, pattern, args);
+    return ok;
+  }
+
+  async assertExchange(exchange, type, options) {
+    const ok = await (await this.#ready('assertExchange')).assertExchange(exchange, type, options);
+    this.#topology.recordExchange(exchange, type, options);
+    return ok;
+  }
+
+  async checkExchange(exchange) {
+    return (await this.#ready('checkExchange')).checkExchange(exchange);
+  }
+
+  async deleteExchange(exchange, options) {
+    const ok = await (await this.#ready('deleteExchange')).deleteExchange(exchange, options);
+    this.#topology.forgetExchange(exchange);
+    return ok;
+  }
+
+  async bindExchange(destination, source, pattern, args) {
+    const ok = await (await this.#ready('bindExchange')).bindExchange(destination, source, pattern, args);
+    this.#topology.recordBinding('exchange', destination, source, pattern, args);
+    return ok;
+  }
+
+  async unbindExchange(destination, source, pattern, args) {
+    const ok = await (await this.#ready('unbindExchange')).unbindExchange(destination, source, pattern, args);
+    this.#topology.forgetBinding('exchange', destination, source, pattern, args);
+    return ok;
+  }
+
+  // `cb` is a confirm channel's, ignored by a plain channel's publish.
+  publish(exchange, routingKey, content, options, cb) {
+    const channel = this.#channel ?? this.#last;
+    const key = exchange === '' ? this.#topology.currentName(routingKey) : routingKey;
+    if (this.#state === 'lost') throw new IllegalOperationError('Channel closed', channel.stackAtStateChange);
+    return channel.publish(exchange, key, content, this.#topology.publishOptions(options), cb);
+  }
+
+  sendToQueue(queue, content, options, cb) {
+    return this.publish('', queue, content, options, cb);
+  }
+
+  async consume(queue, callback, options) {
+    const channel = await this.#ready('consume');
+    const consumer = { queue: this.#topology.currentName(queue), callback, options: { ...options }, deliver: null, active: false };
+    consumer.deliver = this.#deliverTo(consumer);
+    const ok = await channel.consume(consumer.queue, consumer.deliver, options);
+    consumer.options.consumerTag = ok.consumerTag;
+    consumer.active = true;
+    if (this.#topology.admitsConsumer(consumer.queue, ok.consumerTag, consumer.options)) this.#consumers.set(ok.consumerTag, consumer);
+    return ok;
+  }
+
+  async cancel(consumerTag) {
+    const ok = await (await this.#ready('cancel')).cancel(consumerTag);
+    const consumer = this.#consumers.get(consumerTag);
+    if (consumer) {
+      this.#consumers.delete(consumerTag);
+      this.#topology.consumerCancelled(consumer.queue);
+    }
+    return ok;
+  }
+
+  async get(queue, options) {
+    const message = await (await this.#ready('get')).get(this.#topology.currentName(queue), options);
+    return message ? this.#handOut(message) : message;
+  }
+
+  ack(message, allUpTo) {
+    const channel = this.#settling(message);
+    if (channel !== null) channel.ack(this.#own(message), allUpTo);
+  }
+
+  nack(message, allUpTo, requeue) {
+    const channel = this.#settling(message);
+    if (channel !== null) channel.nack(this.#own(message), allUpTo, requeue);
+  }
+
+  reject(message, requeue) {
+    const channel = this.#settling(message);
+    if (channel !== null) channel.reject(this.#own(message), requeue);
+  }
+
+  ackAll() {
+    const channel = this.#channel ?? (this.#state === 'closed' ? this.#last : null);
+    if (channel === null) this.droppedAcks++;
+    else channel.ackAll();
+  }
+
+  nackAll(requeue) {
+    const channel = this.#channel ?? (this.#state === 'closed' ? this.#last : null);
+    if (channel === null) this.droppedAcks++;
+    else channel.nackAll(requeue);
+  }
+
+  async recover() {
+    return (await this.#ready('recover')).recover();
+  }
+
+  async prefetch(count, global) {
+    const ok = await (await this.#ready('prefetch')).prefetch(count, global);
+    this.#prefetch.set(!!global, count);
+    return ok;
+  }
+
+  qos(count, global) {
+    return this.prefetch(count, global);
+  }
+
+  async waitForConfirms() {
+    return (await this.#ready('waitForConfirms')).waitForConfirms();
+  }
+}
+
+module.exports = { RecoveringChannel };
