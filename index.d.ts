@@ -116,7 +116,37 @@ export interface ChannelModel extends EventEmitter {
 }
 
 /** Reconnection settings for `connect(url, { recovery })`. */
-export interface RecoveryOptions extends RecoveryOptionsFor<ChannelModel> {}
+export interface RecoveryOptions extends RecoveryOptionsFor<ChannelModel> {
+  /**
+   * amqplib-rs: topology recovery. The model's createChannel and createConfirmChannel hand
+   * out channels that outlive their connection: after each reconnect they come back with
+   * their prefetch, confirm mode and consumers, and the exchanges, queues and bindings
+   * declared through them are declared again (in the Java client's order). Their events:
+   * 'lost' (err), 'recovered', 'consumer-cancelled' and 'consumer-recovered'
+   * ({ consumerTag, queue }); `droppedAcks` counts acknowledgements of deliveries from a lost
+   * connection, never sent to the new one. Default off: amqplib 2.3.1's recovery.
+   */
+  topology?: boolean | TopologyRecoveryOptions;
+}
+
+/** What the topology record holds (`filter`, `onError`). */
+export type TopologyEntity =
+  | { kind: 'exchange'; name: string; type: string; options: Options.AssertExchange }
+  | { kind: 'queue'; name: string; options: Options.AssertQueue; serverNamed: boolean }
+  | { kind: 'binding'; type: 'queue' | 'exchange'; destination: string; source: string; pattern: string; args?: any }
+  | { kind: 'consumer'; queue: string; consumerTag: string; options?: Options.Consume };
+
+export interface TopologyRecoveryOptions {
+  /** Returns false to leave an entity out of the record (it is then not recovered). */
+  filter?: (entity: TopologyEntity) => boolean;
+  /**
+   * A replayed entity was refused (406 on other arguments, say): it is skipped and the replay
+   * goes on. Without it, the model emits 'topology-error' (err, entity).
+   */
+  onError?: (err: Error, entity: TopologyEntity) => void;
+  /** How long a channel's method called while disconnected waits for the recovery, ms (default 30000). */
+  waitTimeout?: number;
+}
 
 /**
  * A model that survives connection loss. Channels created from it belong to
@@ -142,6 +172,10 @@ export interface RecoveringChannelModel extends EventEmitter {
   on(event: 'unblocked', listener: () => void): this;
   on(event: 'error', listener: (err: Error) => void): this;
   on(event: 'update-secret-ok', listener: () => void): this;
+  /** Topology recovery: a server-named queue declared again got a new name. */
+  on(event: 'queue-renamed', listener: (names: { from: string; to: string }) => void): this;
+  /** Topology recovery without `onError`: a replayed entity was refused and skipped. */
+  on(event: 'topology-error', listener: (err: Error, entity: TopologyEntity) => void): this;
   on(event: string, listener: (...args: any[]) => void): this;
 }
 

@@ -176,7 +176,7 @@ type _oldCancelReply = Ok<Same<Awaited<ReturnType<O.Channel['cancel']>>, O.Repli
 type _newRecoveryOptions = Ok<
   Same<
     Exclude<keyof ours.RecoveryOptions, keyof O.RecoveryOptions>,
-    'initialMaxRetries' | 'waitForConnect' | 'calculateDelay' | 'shuffle' | 'preferredNode' | 'credentials'
+    'initialMaxRetries' | 'waitForConnect' | 'calculateDelay' | 'shuffle' | 'preferredNode' | 'credentials' | 'topology'
   >
 >;
 type _oldRecoveryOptionsKept = Ok<Same<Exclude<keyof O.RecoveryOptions, keyof ours.RecoveryOptions>, never>>;
