@@ -106,6 +106,7 @@ describe('recovery options', () => {
       shuffle: false,
       preferredNode: undefined,
       credentials: null,
+      topology: null,
     });
     const n = recovery.normaliseRecoveryOptions({
       initialDelay: -5,
@@ -129,6 +130,7 @@ describe('recovery options', () => {
       shuffle: false,
       preferredNode: undefined,
       credentials: null,
+      topology: null,
     });
     assert.strictEqual(recovery.normaliseRecoveryOptions({ initialDelay: 500, maxDelay: 100 }).maxDelay, 500);
     assert.strictEqual(recovery.normaliseRecoveryOptions({ maxRetries: 'lots' }).maxRetries, Infinity);

@@ -299,9 +299,93 @@ describe('topology recovery', () => {
     await model.close();
   });
 
+  // A confirm channel with republish: publishes in flight when the connection goes, and those
+  // made while it is away, are sent once it is back; each callback is called once.
+  async function republishing(republish) {
+    const fixture = await recoveringThroughProxy({ republish });
+    cleanup.push(async () => {
+      await closeQuietly(fixture.model);
+      await fixture.proxy.close();
+    });
+    const ch = await fixture.model.createConfirmChannel();
+    const q = uniqueName('topology-republish');
+    await ch.assertQueue(q);
+    cleanup.push(async () => (await observe()).deleteQueue(q));
+    const outcomes = new Map(); // n -> [outcomes]
+    const publish = (n) =>
+      ch.sendToQueue(q, Buffer.from(String(n)), { messageId: String(n) }, (err) => {
+        if (!outcomes.has(n)) outcomes.set(n, []);
+        outcomes.get(n).push(err ? err.message : 'ok');
+      });
+    return { ...fixture, ch, q, outcomes, publish };
+  }
+
+  // Every message in the queue, read off by another connection: [n, marked as republished].
+  async function drain(q) {
+    const look = await observe();
+    const seen = [];
+    for (let m = await look.get(q, { noAck: true }); m; m = await look.get(q, { noAck: true })) {
+      seen.push([Number(m.content.toString()), m.properties.headers?.['x-republished'] === true]);
+    }
+    return seen;
+  }
+
+  it('republish: what was unconfirmed at the cut and what was published while away arrive; each publish settles once', async () => {
+    const { proxy, ch, q, outcomes, publish } = await republishing(true);
+    for (let n = 0; n < 50; n++) publish(n);
+    await ch.waitForConfirms();
+    // Confirms stop coming (the broker's answers are held), then the connection goes.
+    proxy.stall();
+    for (let n = 50; n < 100; n++) publish(n);
+    await delay(50);
+    const lost = once(ch, 'lost');
+    proxy.cutNow();
+    await lost;
+    for (let n = 100; n < 150; n++) assert.strictEqual(publish(n), true, 'held, with room');
+    const recovered = once(ch, 'recovered');
+    proxy.resume();
+    await withTimeout(recovered, 10000, 'recovered');
+    for (let n = 150; n < 200; n++) publish(n);
+    await withTimeout(ch.waitForConfirms(), 10000, 'every publish confirmed');
+    assert.strictEqual(outcomes.size, 200);
+    for (const [n, seen] of outcomes) assert.deepStrictEqual(seen, ['ok'], `publish ${n} settled once, confirmed`);
+    const seen = await drain(q);
+    const numbers = new Set(seen.map(([n]) => n));
+    assert.strictEqual(numbers.size, 200, 'every message arrived');
+    // Duplicates only among those unconfirmed at the cut, and those sent again are marked.
+    const counts = new Map();
+    for (const [n] of seen) counts.set(n, (counts.get(n) ?? 0) + 1);
+    for (const [n, count] of counts) if (count > 1) assert.ok(n >= 50 && n < 100, `${n} twice`);
+    for (const [n, marked] of seen) if (marked) assert.ok(n >= 50 && n < 100, `${n} marked`);
+    assert.ok(seen.some(([n, marked]) => n >= 50 && n < 100 && marked), 'the unconfirmed were sent again, marked');
+    assert.ok(seen.every(([n, marked]) => n < 50 || n >= 100 || marked || counts.get(n) === 1));
+  });
+
+  it('republish: beyond its bound publish returns false and drain follows; past its deadline a held publish fails once', async () => {
+    const { proxy, ch, outcomes, publish } = await republishing({ maxMessages: 3, timeout: 300 });
+    proxy.stall();
+    proxy.cutNow();
+    await once(ch, 'lost');
+    assert.deepStrictEqual([publish(0), publish(1), publish(2), publish(3)], [true, true, false, false]);
+    await delay(400);
+    assert.deepStrictEqual([...outcomes.values()].flat(), Array(4).fill('publish not confirmed: the connection was not recovered within 300 ms'));
+    await assert.doesNotReject(ch.waitForConfirms(), 'nothing left unsettled');
+    publish(4);
+    publish(5);
+    publish(6);
+    const drained = once(ch, 'drain');
+    const recovered = once(ch, 'recovered');
+    proxy.resume();
+    await withTimeout(Promise.all([recovered, drained]), 10000, "recovered, then 'drain'");
+    await withTimeout(ch.waitForConfirms(), 10000, 'confirms');
+    assert.deepStrictEqual(outcomes.get(6), ['ok']);
+    assert.deepStrictEqual([...outcomes.values()].flat().length, 7);
+  });
+
   it('the callback API refuses topology for now, and options are checked', async () => {
     assert.throws(() => amqpCallback.connect(AMQP_URL, { recovery: { topology: true } }, () => {}), TypeError);
     await assert.rejects(amqp.connect(AMQP_URL, { recovery: { topology: { filter: 'yes' } } }), /recovery.topology.filter must be a function/);
     await assert.rejects(amqp.connect(AMQP_URL, { recovery: { topology: { waitTimeout: -1 } } }), /waitTimeout/);
+    await assert.rejects(amqp.connect(AMQP_URL, { recovery: { topology: { republish: { maxBytes: 0 } } } }), /republish.maxBytes must be a number > 0/);
   });
 });

@@ -39,6 +39,15 @@ class RecoveringChannel extends EventEmitter {
   #lastTag = 0; // the highest delivery tag handed out so far
   #prefetch = new Map(); // global flag -> the count last set
   #consumers = new Map(); // consumer tag -> { queue, callback, options, deliver, active }
+  // Republishing (a confirm channel's, when asked for): the bounds; the publishes not settled
+  // yet; those waiting for the connection (never sent, or sent and unconfirmed when it went),
+  // oldest first, with their bytes and the timer of the oldest's deadline.
+  #republish;
+  #unsettled = new Set();
+  #held = [];
+  #heldBytes = 0;
+  #heldTimer = null;
+  #drainOwed = false;
   droppedAcks = 0; // acks, nacks and rejects of deliveries from a lost connection
 
   constructor(topology, confirm, options) {
@@ -46,6 +55,7 @@ class RecoveringChannel extends EventEmitter {
     this.#topology = topology;
     this.#confirm = confirm;
     this.#options = options;
+    this.#republish = confirm ? topology.republish : null;
   }
 
   // --- the lifecycle (lib/topology.js drives it) ---
@@ -134,6 +144,8 @@ class RecoveringChannel extends EventEmitter {
     this.#channel = this.#next;
     this.#next = null;
     this.#state = 'open';
+    // What waited goes first, in its order, before anything published from here on.
+    if (this.#held.length > 0) this.#sendHeld();
     for (const waiter of this.#waiters.splice(0)) waiter.resolve(this.#channel);
     this.emit('recovered');
   }
@@ -145,6 +157,7 @@ class RecoveringChannel extends EventEmitter {
     this.#next = null;
     this.#topology.channels.delete(this);
     for (const waiter of this.#waiters.splice(0)) waiter.reject(err);
+    this.#failHeld(err);
     this.emit('close');
   }
 
@@ -346,6 +359,7 @@ class RecoveringChannel extends EventEmitter {
 
   // `cb` is a confirm channel's, ignored by a plain channel's publish.
   publish(exchange, routingKey, content, options, cb) {
+    if (this.#republish !== null && this.#state !== 'closed') return this.#publishKept({ exchange, routingKey, content, options, cb, settled: false, again: false, heldSince: 0, waiters: null });
     const channel = this.#channel ?? this.#last;
     const key = exchange === '' ? this.#topology.currentName(routingKey) : routingKey;
     if (this.#state === 'lost') throw new IllegalOperationError('Channel closed', channel.stackAtStateChange);
@@ -423,9 +437,123 @@ class RecoveringChannel extends EventEmitter {
     return this.prefetch(count, global);
   }
 
+  // With republishing: once every publish so far is settled (rejected at the first nacked or
+  // failed, as amqplib's at a nack).
   async waitForConfirms() {
-    return (await this.#ready('waitForConfirms')).waitForConfirms();
+    if (this.#republish === null) return (await this.#ready('waitForConfirms')).waitForConfirms();
+    const settled = [...this.#unsettled].map((publish) => new Promise((resolve, reject) => (publish.waiters ??= []).push((err) => (err ? reject(err) : resolve()))));
+    await Promise.all(settled);
+    return undefined;
   }
+
+  // --- publishes that survive a lost connection (republish) ---
+
+  // A confirm channel's publish kept until it settles: sent now if connected, else held for the
+  // recovery. Its callback is called once: confirmed, nacked, or failed past its deadline.
+  #publishKept(publish) {
+    if (!Buffer.isBuffer(publish.content)) throw new TypeError('content is not a buffer');
+    this.#unsettled.add(publish);
+    if (this.#state === 'open') return this.#send(publish);
+    return this.#hold(publish);
+  }
+
+  #send(publish) {
+    const channel = this.#channel;
+    const { exchange, routingKey } = publish;
+    const key = exchange === '' ? this.#topology.currentName(routingKey) : routingKey;
+    const options = publish.again ? republished(publish.options) : this.#topology.publishOptions(publish.options);
+    try {
+      return channel.publish(exchange, key, publish.content, options, (err) => this.#confirmed(publish, channel, err));
+    } catch (err) {
+      this.#settle(publish, err); // unsettled no more: the throw is its outcome
+      throw err;
+    }
+  }
+
+  // A publish's confirm, or its failure: one that failed because the connection went is held
+  // to be sent again, marked, once the connection is back.
+  #confirmed(publish, channel, err) {
+    if (err && channel.connection.isClosed && !this.#topology.ended && this.#state !== 'closed') {
+      publish.again = true;
+      this.#hold(publish);
+      return;
+    }
+    this.#settle(publish, err, true);
+  }
+
+  #hold(publish) {
+    publish.heldSince = Date.now();
+    this.#held.push(publish);
+    this.#heldBytes += publish.content.length;
+    if (this.#heldTimer === null) this.#armHeldTimer();
+    const room = this.#held.length < this.#republish.maxMessages && this.#heldBytes < this.#republish.maxBytes;
+    if (!room) this.#drainOwed = true;
+    return room;
+  }
+
+  #armHeldTimer() {
+    const wait = Math.max(0, this.#held[0].heldSince + this.#republish.timeout - Date.now());
+    this.#heldTimer = setTimeout(() => this.#expireHeld(), wait);
+  }
+
+  // Fails the held publishes past their deadline.
+  #expireHeld() {
+    this.#heldTimer = null;
+    const { timeout } = this.#republish;
+    const now = Date.now();
+    let expired = 0;
+    while (expired < this.#held.length && this.#held[expired].heldSince + timeout <= now) expired++;
+    const err = new Error(`publish not confirmed: the connection was not recovered within ${timeout} ms`);
+    for (const publish of this.#takeHeld(expired)) this.#settle(publish, err, true);
+    if (this.#held.length > 0) this.#armHeldTimer();
+  }
+
+  #takeHeld(count) {
+    const taken = this.#held.splice(0, count);
+    for (const publish of taken) this.#heldBytes -= publish.content.length;
+    if (this.#held.length === 0 && this.#heldTimer !== null) {
+      clearTimeout(this.#heldTimer);
+      this.#heldTimer = null;
+    }
+    return taken;
+  }
+
+  #sendHeld() {
+    const held = this.#takeHeld(this.#held.length);
+    for (let i = 0; i < held.length; i++) {
+      try {
+        this.#send(held[i]);
+      } catch (err) {
+        for (const publish of held.slice(i + 1)) this.#settle(publish, err, true);
+        break;
+      }
+    }
+    if (this.#drainOwed) {
+      this.#drainOwed = false;
+      this.emit('drain');
+    }
+  }
+
+  #failHeld(err) {
+    for (const publish of this.#takeHeld(this.#held.length)) this.#settle(publish, err, true);
+  }
+
+  // `report`: the publish's callback is told (not when publish threw: the throw told).
+  #settle(publish, err, report = false) {
+    if (publish.settled) return;
+    publish.settled = true;
+    this.#unsettled.delete(publish);
+    if (report && typeof publish.cb === 'function') publish.cb(err ?? null);
+    if (publish.waiters) for (const waiter of publish.waiters) waiter(err ?? null);
+  }
+}
+
+// The header that tells a consumer a message may have reached the queue before: it was sent,
+// and the connection went before its confirm came.
+const REPUBLISHED_HEADER = 'x-republished';
+
+function republished(options) {
+  return { ...options, headers: { ...options?.headers, [REPUBLISHED_HEADER]: true } };
 }
 
 module.exports = { RecoveringChannel };

@@ -33,7 +33,13 @@ const DEFAULTS = Object.freeze({
   filter: null, // (entity) => false leaves the entity out of the record
   onError: null, // (err, entity): a replay of that entity failed, and it was skipped
   waitTimeout: 30000, // ms a recovering channel's method waits for the connection to be back
+  republish: null, // true or bounds: a confirm channel's publishes survive a lost connection
 });
+
+// What a confirm channel holds while disconnected, by default: beyond either bound `publish`
+// returns false ('drain' follows once they are sent), and each fails past its deadline.
+const REPUBLISH_DEFAULTS = Object.freeze({ maxMessages: 10000, maxBytes: 64 * 1024 * 1024 });
+const MAX_TIMER = 2 ** 31 - 1; // ms: setTimeout fires at once past it
 
 function topologyOptions(given) {
   const options = given === true ? {} : given;
@@ -46,7 +52,20 @@ function topologyOptions(given) {
   };
   const waitTimeout = Number(options.waitTimeout ?? DEFAULTS.waitTimeout);
   if (!(waitTimeout >= 0)) throw new TypeError(`recovery.topology.waitTimeout must be a number of milliseconds >= 0; got ${String(options.waitTimeout)}`);
-  return { filter: check('filter'), onError: check('onError'), waitTimeout };
+  return { filter: check('filter'), onError: check('onError'), waitTimeout, republish: republishOptions(options.republish, waitTimeout) };
+}
+
+// `republish`: true, or { maxMessages, maxBytes, timeout } (timeout: how long a publish may wait
+// for the connection, by default waitTimeout).
+function republishOptions(given, waitTimeout) {
+  if (!given) return null;
+  const options = given === true ? {} : given;
+  const bound = (name, fallback) => {
+    const value = Number(options[name] ?? fallback);
+    if (!(value > 0)) throw new TypeError(`recovery.topology.republish.${name} must be a number > 0; got ${String(options[name])}`);
+    return value;
+  };
+  return { maxMessages: bound('maxMessages', REPUBLISH_DEFAULTS.maxMessages), maxBytes: bound('maxBytes', REPUBLISH_DEFAULTS.maxBytes), timeout: Math.min(bound('timeout', waitTimeout > 0 ? waitTimeout : DEFAULTS.waitTimeout), MAX_TIMER) };
 }
 
 // Whether an error only a later try may mend: 541 (INTERNAL_ERROR, a RabbitMQ 4.x store
@@ -80,6 +99,10 @@ class Topology {
 
   get waitTimeout() {
     return this.#options.waitTimeout;
+  }
+
+  get republish() {
+    return this.#options.republish;
   }
 
   get ended() {
