@@ -299,6 +299,159 @@ describe('topology recovery', () => {
     await model.close();
   });
 
+  it("a consumer's callback acks and publishes while the recovery is still setting up: nothing dropped, the channel stays", async () => {
+    const { proxy, model } = await recoveringThroughProxy();
+    cleanup.push(async () => {
+      await closeQuietly(model);
+      await proxy.close();
+    });
+    const ch = await model.createChannel();
+    const q = uniqueName('topology-gap-in');
+    const out = uniqueName('topology-gap-out');
+    await ch.assertQueue(q);
+    await ch.assertQueue(out);
+    cleanup.push(async () => (await observe()).deleteQueue(q));
+    cleanup.push(async () => (await observe()).deleteQueue(out));
+    await ch.prefetch(5);
+    let handled = 0;
+    // Forward, then ack: the first deliveries of the new channel come with its consume-ok,
+    // before the recovery hands the channel back.
+    await ch.consume(q, (msg) => {
+      ch.sendToQueue(out, msg.content);
+      ch.ack(msg);
+      handled++;
+    });
+    let closed = false;
+    ch.on('close', () => {
+      closed = true;
+    });
+    proxy.stall();
+    proxy.cutNow();
+    await once(ch, 'lost');
+    const look = await observe();
+    for (let i = 0; i < 30; i++) look.sendToQueue(q, Buffer.from(String(i)));
+    const recovered = once(ch, 'recovered');
+    proxy.resume();
+    await withTimeout(recovered, 10000, 'recovered');
+    await waitUntil(() => handled === 30, 5000, '30 handled');
+    await delay(100);
+    assert.strictEqual(ch.droppedAcks, 0);
+    assert.strictEqual(closed, false);
+    assert.strictEqual((await look.checkQueue(q)).messageCount, 0, 'every delivery acked');
+    assert.strictEqual((await look.checkQueue(out)).messageCount, 30, 'every forward sent');
+    await model.close();
+  });
+
+  it('a consume refused while recovering (an exclusive consumer elsewhere) is reported and left out; the rest recover', async () => {
+    const errors = [];
+    const { proxy, model } = await recoveringThroughProxy({ onError: (err, entity) => errors.push([err.code, entity.kind]) });
+    cleanup.push(async () => {
+      await closeQuietly(model);
+      await proxy.close();
+    });
+    const connects = [];
+    model.on('connect', () => connects.push(Date.now()));
+    const ch = await model.createChannel();
+    const taken = uniqueName('topology-taken');
+    const kept = uniqueName('topology-kept-consumer');
+    await ch.assertQueue(taken);
+    await ch.assertQueue(kept);
+    cleanup.push(async () => (await observe()).deleteQueue(taken));
+    cleanup.push(async () => (await observe()).deleteQueue(kept));
+    const box = inbox();
+    await ch.consume(taken, () => {}, { noAck: true, exclusive: true });
+    await ch.consume(kept, box.take, { noAck: true });
+    proxy.stall();
+    proxy.cutNow();
+    await once(ch, 'lost');
+    const look = await observe();
+    await delay(100); // the broker lets go of the lost connection's consumers
+    await look.consume(taken, () => {}, { noAck: true, exclusive: true });
+    const recovered = once(ch, 'recovered');
+    proxy.resume();
+    await withTimeout(recovered, 10000, 'recovered');
+    assert.deepStrictEqual(errors, [[403, 'consumer']]);
+    assert.strictEqual(connects.length, 1, 'one attempt was enough');
+    look.sendToQueue(kept, Buffer.from('still here'));
+    await box.count(1);
+    assert.strictEqual(model._topology.size.consumers, 1);
+    await model.close();
+  });
+
+  it('close() while the connection goes settles, and the channel does not come back', async () => {
+    const { proxy, model } = await recoveringThroughProxy();
+    cleanup.push(async () => {
+      await closeQuietly(model);
+      await proxy.close();
+    });
+    const ch = await model.createChannel();
+    const other = await model.createChannel();
+    const events = [];
+    for (const name of ['close', 'recovered']) ch.on(name, () => events.push(name));
+    proxy.stall(); // the close-ok never comes
+    const closing = ch.close();
+    await delay(50);
+    proxy.cutNow();
+    await withTimeout(closing, 5000, 'close() settled');
+    const recovered = once(other, 'recovered');
+    proxy.resume();
+    await withTimeout(recovered, 10000, 'the other channel recovered');
+    assert.deepStrictEqual(events, ['close']);
+    assert.strictEqual(model._topology.size.channels, 1);
+    await model.close();
+  });
+
+  it('waitForConfirms while disconnected, with publishes unconfirmed on the lost connection, rejects', async () => {
+    const { proxy, model } = await recoveringThroughProxy();
+    cleanup.push(async () => {
+      await closeQuietly(model);
+      await proxy.close();
+    });
+    const ch = await model.createConfirmChannel();
+    const outcomes = [];
+    proxy.stall();
+    for (let i = 0; i < 3; i++) ch.sendToQueue('amq.nowhere', Buffer.from('x'), {}, (err) => outcomes.push(err ? err.message : 'ok'));
+    const lost = once(ch, 'lost');
+    proxy.cutNow();
+    await lost;
+    assert.deepStrictEqual(outcomes, ['channel closed', 'channel closed', 'channel closed']);
+    await assert.rejects(ch.waitForConfirms(), /publishes were unconfirmed when the connection was lost/);
+    const recovered = once(ch, 'recovered');
+    proxy.resume();
+    await withTimeout(recovered, 10000, 'recovered');
+    await assert.doesNotReject(ch.waitForConfirms(), 'a new wait, on the new channel');
+    await model.close();
+  });
+
+  it('the record: an unbind forgets its bind whatever the arguments look like; a closed channel lets go of auto-delete queues', async () => {
+    const { proxy, model } = await recoveringThroughProxy();
+    cleanup.push(async () => {
+      await closeQuietly(model);
+      await proxy.close();
+    });
+    const ch = await model.createChannel();
+    const exchange = uniqueName('topology-headers');
+    await ch.assertExchange(exchange, 'headers', { autoDelete: false, durable: false });
+    cleanup.push(async () => (await observe()).deleteExchange(exchange));
+    const { queue } = await ch.assertQueue('', { exclusive: true });
+    await ch.bindQueue(queue, exchange, '', {});
+    await ch.bindQueue(queue, exchange, '', { a: 1, 'x-match': 'any' });
+    await ch.unbindQueue(queue, exchange, '');
+    await ch.unbindQueue(queue, exchange, '', { 'x-match': 'any', a: 1 });
+    assert.strictEqual(model._topology.size.bindings, 0);
+    // Auto-delete queues consumed on channels that are then closed: gone from the server and
+    // from the record.
+    const before = model._topology.size.queues;
+    for (let i = 0; i < 5; i++) {
+      const rpc = await model.createChannel();
+      const reply = await rpc.assertQueue('', { autoDelete: true });
+      await rpc.consume(reply.queue, () => {}, { noAck: true });
+      await rpc.close();
+    }
+    assert.strictEqual(model._topology.size.queues, before);
+    await model.close();
+  });
+
   // A confirm channel with republish: publishes in flight when the connection goes, and those
   // made while it is away, are sent once it is back; each callback is called once.
   async function republishing(republish) {

@@ -23,8 +23,10 @@
 
 const EventEmitter = require('node:events');
 const { IllegalOperationError } = require('./error');
+const { waitInLine } = require('./waiters');
+const { emitSafely } = require('./safe_emit');
 
-const FORWARDED_EVENTS = ['error', 'return', 'drain', 'warning'];
+const FORWARDED_EVENTS = ['return', 'drain', 'warning'];
 
 class RecoveringChannel extends EventEmitter {
   #topology;
@@ -47,7 +49,10 @@ class RecoveringChannel extends EventEmitter {
   #held = [];
   #heldBytes = 0;
   #heldTimer = null;
-  #drainOwed = false;
+  #drainOwed = false; // a publish returned false: 'drain' follows, at the latest on recovery
+  #closing = false; // close() was called
+  #lossTold = false; // 'lost' was emitted for the connection lost now
+  #unconfirmedLost = false; // publishes were unconfirmed on the channel lost now
   droppedAcks = 0; // acks, nacks and rejects of deliveries from a lost connection
 
   constructor(topology, confirm, options) {
@@ -73,7 +78,7 @@ class RecoveringChannel extends EventEmitter {
       this.#topology.channels.add(this);
       this.#channel = channel;
       this.#state = 'open';
-      if (channel.connection.isClosed) this.lose(new Error('Connection closed'));
+      if (channel.connection.isClosed) this.#detach(channel);
       return;
     }
   }
@@ -86,9 +91,16 @@ class RecoveringChannel extends EventEmitter {
   #watch(channel) {
     this.#last = channel;
     channel.on('close', () => this.#underlyingClosed(channel));
+    // A channel error is the service's when it comes from the channel in use (unheard, it is
+    // thrown, as amqplib's); one of a channel a recovery sets up is the replay's (reported).
+    channel.on('error', (err) => {
+      if (channel === this.#channel) this.emit('error', err);
+    });
     for (const name of FORWARDED_EVENTS) {
       channel.on(name, (arg) => {
-        if (channel === this.#channel || channel === this.#next) this.emit(name, arg);
+        if (channel !== this.#channel && channel !== this.#next) return;
+        if (name === 'drain') this.#drainOwed = false;
+        this.emit(name, arg);
       });
     }
     return channel;
@@ -97,36 +109,71 @@ class RecoveringChannel extends EventEmitter {
   #underlyingClosed(channel) {
     if (channel !== this.#channel && channel !== this.#next) return;
     if (this.#topology.ended) this.end(this.#topology.ended);
-    else if (channel.connection.isClosed) this.lose(new Error('Connection closed'));
+    else if (this.#closing) this.#closeForGood();
+    else if (channel.connection.isClosed) this.#detach(channel);
+    // Refused while a recovery set it up (a consumer's consume): restoreConsumers opens another.
+    else if (channel === this.#next) this.#next = null;
     else this.#closeForGood();
+  }
+
+  // The connection went: no channel until the recovery's (lose() tells 'lost', with the cause).
+  #detach(channel) {
+    if (this.#state !== 'open' && this.#state !== 'lost') return;
+    if (channel?.closedWithUnconfirmed) this.#unconfirmedLost = true;
+    this.#channel = null;
+    this.#next = null;
+    for (const consumer of this.#consumers.values()) consumer.active = false;
+    this.#state = 'lost';
   }
 
   lose(err) {
     if (this.#state !== 'open' && this.#state !== 'lost') return;
-    this.#channel = null;
-    this.#next = null;
-    for (const consumer of this.#consumers.values()) consumer.active = false;
-    if (this.#state === 'lost') return;
-    this.#state = 'lost';
-    this.emit('lost', err);
+    if (this.#closing) return this.#closeForGood();
+    this.#detach(this.#channel ?? this.#next);
+    if (this.#lossTold) return;
+    this.#lossTold = true;
+    emitSafely(this, 'lost', err);
   }
 
   // A channel on the recovery's new connection, with the prefetch it had; its delivery tags
-  // go on from the last channel's.
+  // go on from the last channel's. A prefetch the server refuses (a global one, on a RabbitMQ
+  // 4.x that refuses deprecated features) is reported and left out, on a fresh channel.
   async reopen(model) {
-    if (this.#state !== 'lost') return;
-    const channel = await this.#create(model);
-    for (const [global, count] of this.#prefetch) await channel.prefetch(count, global);
-    this.#tagBase = this.#lastTag;
-    this.#next = channel;
+    while (this.#state === 'lost' && !this.#closing) {
+      const channel = await this.#create(model);
+      const refused = await this.#applyPrefetch(channel);
+      if (refused === null && !this.#closing && this.#state === 'lost') {
+        this.#tagBase = this.#lastTag;
+        this.#next = channel;
+        return;
+      }
+      if (refused === null) channel.close().catch(() => {}); // close() came meanwhile
+    }
+  }
+
+  // The recorded prefetch on `channel`: null once set, else the global flag of the one refused
+  // (it is dropped from the record). The connection's end is thrown.
+  async #applyPrefetch(channel) {
+    for (const [global, count] of this.#prefetch) {
+      try {
+        await channel.prefetch(count, global);
+      } catch (err) {
+        if (channel.connection.isClosed) throw err;
+        this.#prefetch.delete(global);
+        this.#topology.reportError(err, { kind: 'prefetch', count, global });
+        return global;
+      }
+    }
+    return null;
   }
 
   // Its consumers again, each once its queue is known to be there (asked on the replay's
-  // channel: a consume of a missing queue would close this one).
-  async restoreConsumers(replay) {
-    const channel = this.#next;
-    if (channel === null) return;
+  // channel: a consume of a missing queue would close this one). A consume the server refuses
+  // (an exclusive consumer elsewhere) is reported and left out, and the channel it closed is
+  // opened again for the rest.
+  async restoreConsumers(replay, model) {
     for (const [tag, consumer] of [...this.#consumers]) {
+      if (this.#next === null || this.#closing || this.#consumers.get(tag) !== consumer) continue;
       try {
         await replay.run((ch) => ch.checkQueue(this.#topology.currentName(consumer.queue)));
       } catch (err) {
@@ -135,7 +182,15 @@ class RecoveringChannel extends EventEmitter {
         this.#awaitQueue(tag, consumer);
         continue;
       }
-      await this.#resubscribe(channel, tag, consumer);
+      try {
+        await this.#resubscribe(this.#next, consumer);
+      } catch (err) {
+        if (this.#closing || this.#state === 'closed') return;
+        if (model.connection.isClosed) throw err;
+        this.#consumers.delete(tag);
+        this.#topology.reportError(err, { kind: 'consumer', queue: consumer.queue, consumerTag: tag });
+        if (this.#next === null) await this.reopen(model);
+      }
     }
   }
 
@@ -144,10 +199,16 @@ class RecoveringChannel extends EventEmitter {
     this.#channel = this.#next;
     this.#next = null;
     this.#state = 'open';
+    this.#lossTold = false;
+    this.#unconfirmedLost = false;
     // What waited goes first, in its order, before anything published from here on.
     if (this.#held.length > 0) this.#sendHeld();
     for (const waiter of this.#waiters.splice(0)) waiter.resolve(this.#channel);
-    this.emit('recovered');
+    emitSafely(this, 'recovered');
+    if (this.#drainOwed) {
+      this.#drainOwed = false;
+      emitSafely(this, 'drain');
+    }
   }
 
   end(err) {
@@ -158,13 +219,14 @@ class RecoveringChannel extends EventEmitter {
     this.#topology.channels.delete(this);
     for (const waiter of this.#waiters.splice(0)) waiter.reject(err);
     this.#failHeld(err);
-    this.emit('close');
+    emitSafely(this, 'close');
   }
 
   #closeForGood() {
-    for (const consumer of this.#consumers.values()) this.#topology.consumerCancelled(consumer.queue);
+    const queues = [...this.#consumers.values()].map((consumer) => consumer.queue);
     this.#consumers.clear();
     this.end(new IllegalOperationError('Channel closed'));
+    for (const queue of queues) this.#topology.consumerCancelled(queue);
   }
 
   // The channel to use now, or a promise of it once the connection is back.
@@ -172,22 +234,7 @@ class RecoveringChannel extends EventEmitter {
     if (this.#state === 'open') return this.#channel;
     if (this.#state === 'closed') throw new IllegalOperationError('Channel closed', this.#last?.stackAtStateChange);
     const ms = this.#topology.waitTimeout;
-    return new Promise((resolve, reject) => {
-      const waiter = { resolve, reject };
-      const timer = setTimeout(() => {
-        this.#waiters.splice(this.#waiters.indexOf(waiter), 1);
-        reject(new Error(`${what}: the connection was not recovered within ${ms} ms`));
-      }, ms);
-      waiter.resolve = (channel) => {
-        clearTimeout(timer);
-        resolve(channel);
-      };
-      waiter.reject = (err) => {
-        clearTimeout(timer);
-        reject(err);
-      };
-      this.#waiters.push(waiter);
-    });
+    return waitInLine(this.#waiters, ms, `${what}: the connection was not recovered within ${ms} ms`);
   }
 
   // --- what the record needs of it ---
@@ -219,10 +266,17 @@ class RecoveringChannel extends EventEmitter {
     return message;
   }
 
+  // The channel a delivery's acknowledgement or a publish goes to: the one in use, or the one a
+  // recovery is setting up (its consumers' callbacks run before the recovery is over); null
+  // while there is none; the last one, which refuses, once closed.
+  #current() {
+    return this.#channel ?? this.#next ?? (this.#state === 'closed' ? this.#last : null);
+  }
+
   // The channel an acknowledgement of `message` goes to, or null when it is dropped: the
   // delivery came on a connection since lost.
   #settling(message) {
-    const channel = this.#channel;
+    const channel = this.#channel ?? this.#next;
     if (channel === null) {
       if (this.#state === 'closed') return this.#last;
       this.droppedAcks++;
@@ -248,27 +302,48 @@ class RecoveringChannel extends EventEmitter {
     };
   }
 
+  // The server's cancel: unless the service itself is deleting the queue (then amqplib's null
+  // delivery), the consumer waits for its queue and consumes again.
   #cancelledByServer(consumer) {
     const tag = consumer.options.consumerTag;
     if (this.#consumers.get(tag) !== consumer) return consumer.callback(null);
     consumer.active = false;
-    this.emit('consumer-cancelled', { consumerTag: tag, queue: consumer.queue });
+    if (this.#topology.isBeingDeleted(consumer.queue)) {
+      this.#consumers.delete(tag);
+      return consumer.callback(null);
+    }
+    emitSafely(this, 'consumer-cancelled', { consumerTag: tag, queue: consumer.queue });
     this.#awaitQueue(tag, consumer);
     return undefined;
   }
 
+  // One wait at a time per consumer; it consumes on the channel in use (a recovery consumes
+  // on its own), and ends once the consumer is active again, cancelled or closed.
   #awaitQueue(tag, consumer) {
+    if (consumer.awaiting) return;
+    consumer.awaiting = true;
     const wanted = () => this.#state !== 'closed' && !consumer.active && this.#consumers.get(tag) === consumer;
-    this.#topology.awaitQueue(consumer.queue, wanted, async () => {
-      if (this.#state !== 'open') return; // the recovery will consume again
-      await this.#resubscribe(this.#channel, tag, consumer);
-      this.emit('consumer-recovered', { consumerTag: tag, queue: consumer.queue });
+    const resubscribe = async () => {
+      if (this.#state !== 'open') return false;
+      if (await this.#resubscribe(this.#channel, consumer)) emitSafely(this, 'consumer-recovered', { consumerTag: tag, queue: consumer.queue });
+      return true;
+    };
+    this.#topology.awaitQueue(consumer.queue, wanted, resubscribe).finally(() => {
+      consumer.awaiting = false;
     });
   }
 
-  async #resubscribe(channel, tag, consumer) {
-    await channel.consume(this.#topology.currentName(consumer.queue), consumer.deliver, consumer.options);
-    consumer.active = true;
+  // Consumes again, unless it is active or a consume of it is on its way: true if it did.
+  async #resubscribe(channel, consumer) {
+    if (consumer.active || consumer.subscribing) return false;
+    consumer.subscribing = true;
+    try {
+      await channel.consume(this.#topology.currentName(consumer.queue), consumer.deliver, consumer.options);
+      consumer.active = true;
+      return true;
+    } finally {
+      consumer.subscribing = false;
+    }
   }
 
   // --- the channel's methods ---
@@ -281,15 +356,16 @@ class RecoveringChannel extends EventEmitter {
     return (this.#channel ?? this.#last).ch;
   }
 
+  // Settles once the channel is closed for good: at the server's close-ok, or at once if the
+  // connection goes meanwhile (the recovery does not bring it back).
   async close() {
     if (this.#state === 'closed') return this.#last.close();
+    this.#closing = true;
     const channel = this.#channel ?? this.#next;
     if (channel === null) return this.#closeForGood();
-    try {
-      await channel.close();
-    } finally {
-      this.#closeForGood();
-    }
+    const closed = new Promise((resolve) => this.once('close', resolve));
+    channel.close().catch(() => {}); // its 'close' closes this one, whatever ends it
+    await closed;
     return undefined;
   }
 
@@ -306,7 +382,8 @@ class RecoveringChannel extends EventEmitter {
 
   async deleteQueue(queue, options) {
     const name = this.#topology.currentName(queue);
-    const ok = await (await this.#ready('deleteQueue')).deleteQueue(name, options);
+    const channel = await this.#ready('deleteQueue');
+    const ok = await this.#topology.deletingQueue(name, () => channel.deleteQueue(name, options));
     this.#topology.forgetQueue(name);
     return ok;
   }
@@ -360,10 +437,12 @@ class RecoveringChannel extends EventEmitter {
   // `cb` is a confirm channel's, ignored by a plain channel's publish.
   publish(exchange, routingKey, content, options, cb) {
     if (this.#republish !== null && this.#state !== 'closed') return this.#publishKept({ exchange, routingKey, content, options, cb, settled: false, again: false, heldSince: 0, waiters: null });
-    const channel = this.#channel ?? this.#last;
+    const channel = this.#current();
+    if (channel === null) throw new IllegalOperationError('Channel closed', this.#last.stackAtStateChange);
     const key = exchange === '' ? this.#topology.currentName(routingKey) : routingKey;
-    if (this.#state === 'lost') throw new IllegalOperationError('Channel closed', channel.stackAtStateChange);
-    return channel.publish(exchange, key, content, this.#topology.publishOptions(options), cb);
+    const written = channel.publish(exchange, key, content, this.#topology.publishOptions(options), cb);
+    if (!written) this.#drainOwed = true;
+    return written;
   }
 
   sendToQueue(queue, content, options, cb) {
@@ -412,13 +491,13 @@ class RecoveringChannel extends EventEmitter {
   }
 
   ackAll() {
-    const channel = this.#channel ?? (this.#state === 'closed' ? this.#last : null);
+    const channel = this.#current();
     if (channel === null) this.droppedAcks++;
     else channel.ackAll();
   }
 
   nackAll(requeue) {
-    const channel = this.#channel ?? (this.#state === 'closed' ? this.#last : null);
+    const channel = this.#current();
     if (channel === null) this.droppedAcks++;
     else channel.nackAll(requeue);
   }
@@ -440,7 +519,12 @@ class RecoveringChannel extends EventEmitter {
   // With republishing: once every publish so far is settled (rejected at the first nacked or
   // failed, as amqplib's at a nack).
   async waitForConfirms() {
-    if (this.#republish === null) return (await this.#ready('waitForConfirms')).waitForConfirms();
+    if (this.#republish === null) {
+      // Those of the lost connection failed: a wait that began before is rejected by its
+      // channel, one that begins now is told so.
+      if (this.#state === 'lost' && this.#unconfirmedLost) throw new Error('channel closed: publishes were unconfirmed when the connection was lost');
+      return (await this.#ready('waitForConfirms')).waitForConfirms();
+    }
     const settled = [...this.#unsettled].map((publish) => new Promise((resolve, reject) => (publish.waiters ??= []).push((err) => (err ? reject(err) : resolve()))));
     await Promise.all(settled);
     return undefined;
@@ -527,10 +611,6 @@ class RecoveringChannel extends EventEmitter {
         for (const publish of held.slice(i + 1)) this.#settle(publish, err, true);
         break;
       }
-    }
-    if (this.#drainOwed) {
-      this.#drainOwed = false;
-      this.emit('drain');
     }
   }
 

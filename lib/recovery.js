@@ -39,6 +39,7 @@ const EventEmitter = require('node:events');
 const { allNodesFailed, describeNode } = require('./nodes');
 const credentials = require('./credentials');
 const { Topology } = require('./topology');
+const { waitInLine } = require('./waiters');
 
 const DEFAULTS = Object.freeze({
   initialDelay: 100, // ms before the first retry
@@ -279,7 +280,7 @@ class RecoveringModel extends EventEmitter {
   // For the recovering channels: the connected model, or the next one within `ms`, else an
   // Error naming `what` waited.
   _modelWithin(ms, what) {
-    return settleWithin(this.#currentModel(), ms, `${what}: the connection was not recovered within ${ms} ms`);
+    return this.#currentModel(ms, what);
   }
 
   // The connected model, or null between connections.
@@ -328,11 +329,13 @@ class RecoveringModel extends EventEmitter {
 
   // --- internals ---
 
-  #currentModel() {
+  // The connected model, or the next one; within `ms` (0: no limit), else an Error naming `what`
+  // waited.
+  #currentModel(ms = 0, what = '') {
     if (this.#model) return Promise.resolve(this.#model);
     if (this.#failure) return Promise.reject(this.#failure);
     if (this.#stopped) return Promise.reject(connectionClosedError());
-    return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
+    return waitInLine(this.#waiters, ms, `${what}: the connection was not recovered within ${ms} ms`);
   }
 
   #settleFirst(err) {

@@ -14,4 +14,20 @@ function safeEmit(emitter, event, arg) {
   }
 }
 
+// An event whose emitter must go on whatever its listeners do (the recovery's): a listener's
+// throw goes to 'handler-error' when someone listens for that, else it is thrown on its own on
+// the next tick (uncaught, as any listener's throw is), never into the emitter's work.
+function emitSafely(emitter, event, ...args) {
+  try {
+    emitter.emit(event, ...args);
+  } catch (err) {
+    if (emitter.listenerCount('handler-error') > 0) emitter.emit('handler-error', err, event);
+    else
+      process.nextTick(() => {
+        throw err;
+      });
+  }
+}
+
 module.exports = safeEmit;
+module.exports.emitSafely = emitSafely;

@@ -18,14 +18,20 @@
 // The entities are replayed on a channel of their own, so that one refused (406 on other
 // arguments, 404 on a missing source) closes only that channel: it is reported (the
 // `onError` option, else a 'topology-error' event of the model) and skipped, and the replay
-// goes on with a fresh channel. 404 while binding and 541 (a RabbitMQ 4.x metadata store
-// without a quorum) are tried again a few times first.
+// goes on with a fresh channel; a binding of an entity refused so is skipped with it. 404
+// while binding (a source another service is still declaring) is tried again a few times
+// first. A 541 (a RabbitMQ 4.x metadata store without a quorum) closes the connection: the
+// attempt fails, and the recovery's next attempt replays the record again.
 
 const { RecoveringChannel } = require('./recovering_channel');
+const { emitSafely } = require('./safe_emit');
 
-// How often, and after how long, a binding's 404 or a 541 is tried again during a replay.
-const REPLAY_RETRIES = 5;
-const REPLAY_RETRY_DELAY = 200; // ms
+// How often, and after how long, a binding's 404 is tried again during a replay.
+const REPLAY_RETRIES = 3;
+const REPLAY_RETRY_DELAY = 100; // ms
+// Old names kept per server-named queue, besides the first (a service most often keeps the
+// name of its first declare): one more per recovery otherwise.
+const MOST_ALIASES = 8;
 // A consumer the server cancelled: how soon its queue is looked for again, at most.
 const CONSUMER_RETRY_CAP = 5000; // ms
 
@@ -50,8 +56,10 @@ function topologyOptions(given) {
     }
     return value ?? DEFAULTS[name];
   };
-  const waitTimeout = Number(options.waitTimeout ?? DEFAULTS.waitTimeout);
-  if (!(waitTimeout >= 0)) throw new TypeError(`recovery.topology.waitTimeout must be a number of milliseconds >= 0; got ${String(options.waitTimeout)}`);
+  const wait = Number(options.waitTimeout ?? DEFAULTS.waitTimeout);
+  if (!(wait >= 0)) throw new TypeError(`recovery.topology.waitTimeout must be a number of milliseconds >= 0; got ${String(options.waitTimeout)}`);
+  // 0 and Infinity: no limit (as the connect timeout's 0); setTimeout fires at once past MAX_TIMER.
+  const waitTimeout = wait === Infinity ? 0 : Math.min(wait, MAX_TIMER);
   return { filter: check('filter'), onError: check('onError'), waitTimeout, republish: republishOptions(options.republish, waitTimeout) };
 }
 
@@ -68,14 +76,17 @@ function republishOptions(given, waitTimeout) {
   return { maxMessages: bound('maxMessages', REPUBLISH_DEFAULTS.maxMessages), maxBytes: bound('maxBytes', REPUBLISH_DEFAULTS.maxBytes), timeout: Math.min(bound('timeout', waitTimeout > 0 ? waitTimeout : DEFAULTS.waitTimeout), MAX_TIMER) };
 }
 
-// Whether an error only a later try may mend: 541 (INTERNAL_ERROR, a RabbitMQ 4.x store
-// without a quorum), or 404 for a binding whose source or queue is still being declared.
+// Whether an error only a later try may mend: 404 for a binding whose source or queue another
+// service is still declaring.
 function worthRetrying(err, entity) {
-  return err.code === 541 || (err.code === 404 && entity.kind === 'binding');
+  return err.code === 404 && entity.kind === 'binding';
 }
 
+// A binding's identity: its arguments the same whatever their order, and none the same as {}
+// (what an unbind must match to forget a bind).
 function bindingKey(type, destination, source, pattern, args) {
-  return JSON.stringify([type, destination, source, pattern, args ?? null]);
+  const entries = args && typeof args === 'object' ? Object.entries(args).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)) : [];
+  return JSON.stringify([type, destination, source, pattern, entries]);
 }
 
 function delay(ms) {
@@ -91,6 +102,7 @@ class Topology {
   #queues = new Map(); // name -> { kind, name, options, serverNamed, aliases: Set }
   #bindings = new Map(); // bindingKey -> { kind, type, destination, source, pattern, args }
   #aliases = new Map(); // an old server-named queue's name -> its name now
+  #deleting = new Set(); // queues being deleted through a recovering channel now
 
   constructor(model, given) {
     this.#model = model;
@@ -158,10 +170,9 @@ class Topology {
   }
 
   recordQueue(requested, declared, options) {
-    const entity = { kind: 'queue', name: declared, options: { ...options }, serverNamed: requested === '', aliases: new Set() };
-    if (!this.#admits({ kind: 'queue', name: declared, options: entity.options, serverNamed: entity.serverNamed })) return;
     const earlier = this.#queues.get(declared);
-    if (earlier) entity.aliases = earlier.aliases;
+    const entity = { kind: 'queue', name: declared, options: { ...options }, serverNamed: requested === '', aliases: earlier?.aliases ?? new Set() };
+    if (!this.#admits({ kind: 'queue', name: declared, options: entity.options, serverNamed: entity.serverNamed })) return;
     this.#queues.set(declared, entity);
   }
 
@@ -179,9 +190,28 @@ class Topology {
 
   forgetExchange(name) {
     this.#exchanges.delete(name);
+    const sources = new Set();
     for (const [key, binding] of this.#bindings) {
-      if (binding.source === name || (binding.type === 'exchange' && binding.destination === name)) this.#bindings.delete(key);
+      if (binding.source === name || (binding.type === 'exchange' && binding.destination === name)) {
+        this.#bindings.delete(key);
+        sources.add(binding.source);
+      }
     }
+    for (const source of sources) this.#forgetUnboundAutoDeleteExchange(source);
+  }
+
+  // A queue deleted through a recovering channel: its consumers' cancels are no loss.
+  async deletingQueue(name, deletion) {
+    this.#deleting.add(name);
+    try {
+      return await deletion();
+    } finally {
+      this.#deleting.delete(name);
+    }
+  }
+
+  isBeingDeleted(name) {
+    return this.#deleting.has(name);
   }
 
   forgetQueue(name) {
@@ -223,6 +253,11 @@ class Topology {
     this.#queues.delete(from);
     queue.name = to;
     queue.aliases.add(from);
+    if (queue.aliases.size > MOST_ALIASES + 1) {
+      const [, secondOldest] = queue.aliases;
+      queue.aliases.delete(secondOldest);
+      this.#aliases.delete(secondOldest);
+    }
     for (const alias of queue.aliases) this.#aliases.set(alias, to);
     this.#aliases.delete(to);
     queue.aliases.delete(to);
@@ -235,7 +270,7 @@ class Topology {
       }
     }
     for (const channel of this.channels) channel.renameQueue(from, to);
-    this.#model.emit('queue-renamed', { from, to });
+    emitSafely(this.#model, 'queue-renamed', { from, to });
   }
 
   // --- the lifecycle, driven by the recovering model ---
@@ -251,21 +286,29 @@ class Topology {
   async restore(model) {
     for (const channel of this.channels) await channel.reopen(model);
     const replay = new ReplayChannel(model);
+    // Exchanges and queues refused in this replay: their bindings are skipped with them.
+    const refused = { exchange: new Set(), queue: new Set() };
     try {
       for (const exchange of [...this.#exchanges.values()]) {
-        await this.#replay(replay, exchange, (ch) => ch.assertExchange(exchange.name, exchange.type, exchange.options));
+        const ok = await this.#replay(replay, exchange, (ch) => ch.assertExchange(exchange.name, exchange.type, exchange.options));
+        if (!ok) refused.exchange.add(exchange.name);
       }
       for (const queue of [...this.#queues.values()]) {
-        await this.#replay(replay, queue, async (ch) => {
-          const ok = await ch.assertQueue(queue.serverNamed ? '' : queue.name, queue.options);
-          if (ok.queue !== queue.name) this.#rename(queue.name, ok.queue);
+        const ok = await this.#replay(replay, queue, async (ch) => {
+          const declared = await ch.assertQueue(queue.serverNamed ? '' : queue.name, queue.options);
+          if (declared.queue !== queue.name) this.#rename(queue.name, declared.queue);
         });
+        if (!ok) refused.queue.add(queue.name);
       }
       for (const binding of [...this.#bindings.values()]) {
         const bind = binding.type === 'queue' ? 'bindQueue' : 'bindExchange';
+        if (refused.exchange.has(binding.source) || refused[binding.type].has(binding.destination)) {
+          this.reportError(new Error(`binding skipped: its ${refused.exchange.has(binding.source) ? 'source' : 'destination'} was refused`), binding);
+          continue;
+        }
         await this.#replay(replay, binding, (ch) => ch[bind](binding.destination, binding.source, binding.pattern, binding.args));
       }
-      for (const channel of this.channels) await channel.restoreConsumers(replay);
+      for (const channel of [...this.channels]) await channel.restoreConsumers(replay, model);
     } finally {
       replay.close();
     }
@@ -282,12 +325,13 @@ class Topology {
     for (const channel of [...this.channels]) channel.end(err);
   }
 
-  // One entity's replay: tried again on 404 while binding and on 541, reported and skipped
-  // when refused. The connection's end is thrown.
+  // One entity's replay: tried again on 404 while binding, reported and skipped when refused
+  // (false). The connection's end is thrown.
   async #replay(replay, entity, declare) {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await replay.run(declare);
+        await replay.run(declare);
+        return true;
       } catch (err) {
         if (replay.connectionLost) throw err;
         if (attempt < REPLAY_RETRIES && worthRetrying(err, entity)) {
@@ -295,7 +339,7 @@ class Topology {
           continue;
         }
         this.reportError(err, entity);
-        return undefined;
+        return false;
       }
     }
   }
@@ -305,20 +349,20 @@ class Topology {
     const copy = { ...entity };
     delete copy.aliases;
     if (!onError) {
-      this.#model.emit('topology-error', err, copy);
+      emitSafely(this.#model, 'topology-error', err, copy);
       return;
     }
     try {
       onError(err, copy);
     } catch (thrown) {
-      this.#model.emit('topology-error', thrown, copy);
+      emitSafely(this.#model, 'topology-error', thrown, copy);
     }
   }
 
   // A consumer the server cancelled: its queue is looked for on a channel of its own
   // (checkQueue on a missing queue closes the channel it is asked on), now and then again
-  // with a growing wait, until it exists; `resubscribe()` then consumes again. Stops when
-  // `stillWanted()` says no.
+  // with a growing wait, until it exists and `resubscribe()` (true once done) consumes again.
+  // Stops when `stillWanted()` says no.
   async awaitQueue(queue, stillWanted, resubscribe) {
     for (let wait = 100; stillWanted(); wait = Math.min(wait * 2, CONSUMER_RETRY_CAP)) {
       try {
@@ -330,8 +374,7 @@ class Topology {
           } finally {
             probe.close();
           }
-          if (stillWanted()) await resubscribe();
-          return;
+          if (!stillWanted() || (await resubscribe())) return;
         }
       } catch {
         // not there yet (or the connection went: the recovery consumes again)
