@@ -134,7 +134,8 @@ export type TopologyEntity =
   | { kind: 'exchange'; name: string; type: string; options: Options.AssertExchange }
   | { kind: 'queue'; name: string; options: Options.AssertQueue; serverNamed: boolean }
   | { kind: 'binding'; type: 'queue' | 'exchange'; destination: string; source: string; pattern: string; args?: any }
-  | { kind: 'consumer'; queue: string; consumerTag: string; options?: Options.Consume };
+  | { kind: 'consumer'; queue: string; consumerTag: string; options?: Options.Consume }
+  | { kind: 'prefetch'; count: number; global: boolean };
 
 export interface TopologyRecoveryOptions {
   /** Returns false to leave an entity out of the record (it is then not recovered). */
@@ -144,8 +145,15 @@ export interface TopologyRecoveryOptions {
    * goes on. Without it, the model emits 'topology-error' (err, entity).
    */
   onError?: (err: Error, entity: TopologyEntity) => void;
-  /** How long a channel's method called while disconnected waits for the recovery, ms (default 30000). */
+  /** How long a channel's method called while disconnected waits for the recovery, ms (default 30000; 0: no limit). */
   waitTimeout?: number;
+  /**
+   * Confirm channels keep each publish until it settles: those unconfirmed when the connection
+   * goes are sent again after the recovery (header `x-republished: true`), those made while
+   * disconnected are held (beyond either bound `publish` returns false, and 'drain' follows) and
+   * fail past `timeout` (default `waitTimeout`).
+   */
+  republish?: boolean | { maxMessages?: number; maxBytes?: number; timeout?: number };
 }
 
 /**
