@@ -18,6 +18,7 @@ import type {
   ProcessCounters,
   RecoveryOptionsFor,
   Replies,
+  TopologyEntity,
   ServerProperties,
   SocketOptions,
 } from './lib/types';
@@ -41,6 +42,8 @@ export type {
   Replies,
   ServerProperties,
   SocketOptions,
+  TopologyEntity,
+  TopologyRecoveryOptions,
   XDeath,
 } from './lib/types';
 
@@ -119,8 +122,14 @@ export interface RecoveryOptions extends RecoveryOptionsFor<Connection> {}
 export interface RecoveringConnection extends EventEmitter {
   /** Calls back (with this model) once the first connection has been made. */
   waitForConnect(callback: (err: Error, connection: RecoveringConnection) => void): void;
-  /** Stops reconnecting and closes the current connection, if any. */
-  close(callback?: (err: Error) => void): void;
+  /**
+   * Stops reconnecting and closes the current connection, if any. amqplib-rs, with topology
+   * recovery: `close({ drain }, callback)` is a drained close (see the promise API's).
+   */
+  close(
+    optionsOrCallback?: ((err: Error) => void) | { drain: true | { timeout?: number } },
+    callback?: (err: Error, outcome?: { drained: boolean }) => void,
+  ): void;
   createChannel(callback: (err: Error, channel: Channel) => void): Channel;
   createChannel(options: ChannelOptions, callback: (err: Error, channel: Channel) => void): Channel;
   createConfirmChannel(callback: (err: Error, confirmChannel: ConfirmChannel) => void): ConfirmChannel;

@@ -19,6 +19,7 @@ import type {
   ProcessCounters,
   RecoveryOptionsFor,
   Replies,
+  TopologyEntity,
   ServerProperties,
   SocketOptions,
 } from './lib/types';
@@ -42,6 +43,8 @@ export type {
   Replies,
   ServerProperties,
   SocketOptions,
+  TopologyEntity,
+  TopologyRecoveryOptions,
   XDeath,
 } from './lib/types';
 
@@ -116,45 +119,7 @@ export interface ChannelModel extends EventEmitter {
 }
 
 /** Reconnection settings for `connect(url, { recovery })`. */
-export interface RecoveryOptions extends RecoveryOptionsFor<ChannelModel> {
-  /**
-   * amqplib-rs: topology recovery. The model's createChannel and createConfirmChannel hand
-   * out channels that outlive their connection: after each reconnect they come back with
-   * their prefetch, confirm mode and consumers, and the exchanges, queues and bindings
-   * declared through them are declared again (in the Java client's order). Their events:
-   * 'lost' (err), 'recovered', 'consumer-cancelled' and 'consumer-recovered'
-   * ({ consumerTag, queue }); `droppedAcks` counts acknowledgements of deliveries from a lost
-   * connection, never sent to the new one. Default off: amqplib 2.3.1's recovery.
-   */
-  topology?: boolean | TopologyRecoveryOptions;
-}
-
-/** What the topology record holds (`filter`, `onError`). */
-export type TopologyEntity =
-  | { kind: 'exchange'; name: string; type: string; options: Options.AssertExchange }
-  | { kind: 'queue'; name: string; options: Options.AssertQueue; serverNamed: boolean }
-  | { kind: 'binding'; type: 'queue' | 'exchange'; destination: string; source: string; pattern: string; args?: any }
-  | { kind: 'consumer'; queue: string; consumerTag: string; options?: Options.Consume }
-  | { kind: 'prefetch'; count: number; global: boolean };
-
-export interface TopologyRecoveryOptions {
-  /** Returns false to leave an entity out of the record (it is then not recovered). */
-  filter?: (entity: TopologyEntity) => boolean;
-  /**
-   * A replayed entity was refused (406 on other arguments, say): it is skipped and the replay
-   * goes on. Without it, the model emits 'topology-error' (err, entity).
-   */
-  onError?: (err: Error, entity: TopologyEntity) => void;
-  /** How long a channel's method called while disconnected waits for the recovery, ms (default 30000; 0: no limit). */
-  waitTimeout?: number;
-  /**
-   * Confirm channels keep each publish until it settles: those unconfirmed when the connection
-   * goes are sent again after the recovery (header `x-republished: true`), those made while
-   * disconnected are held (beyond either bound `publish` returns false, and 'drain' follows) and
-   * fail past `timeout` (default `waitTimeout`).
-   */
-  republish?: boolean | { maxMessages?: number; maxBytes?: number; timeout?: number };
-}
+export interface RecoveryOptions extends RecoveryOptionsFor<ChannelModel> {}
 
 /**
  * A model that survives connection loss. Channels created from it belong to
@@ -165,6 +130,13 @@ export interface RecoveringChannelModel extends EventEmitter {
   waitForConnect(): Promise<this>;
   /** Stops reconnecting and closes the current connection, if any. */
   close(): Promise<void>;
+  /**
+   * amqplib-rs, with topology recovery: a drained close. The channels' consumers are cancelled,
+   * their callbacks in flight (those returning a promise) finish and the deliveries they were
+   * handed are acked, outstanding confirms come, then the connection closes; within
+   * `timeout` (ms, default 10000), past which it closes all the same (`drained: false`).
+   */
+  close(options: { drain: true | { timeout?: number } }): Promise<{ drained: boolean } | void>;
   createChannel(options?: ChannelOptions): Promise<Channel>;
   createConfirmChannel(options?: ChannelOptions): Promise<ConfirmChannel>;
   /** The counters of the connection open now, or null between connections (amqplib-rs; optional in the type so that amqplib's fit it). */

@@ -535,8 +535,98 @@ describe('topology recovery', () => {
     assert.deepStrictEqual([...outcomes.values()].flat().length, 7);
   });
 
-  it('the callback API refuses topology for now, and options are checked', async () => {
-    assert.throws(() => amqpCallback.connect(AMQP_URL, { recovery: { topology: true } }, () => {}), TypeError);
+  describe('a drained close', () => {
+    it("cancels the consumers, waits for the callbacks in flight and their acks, and for the confirms", async () => {
+      const model = await amqp.connect(AMQP_URL, { recovery: { ...FAST, topology: true } });
+      cleanup.push(() => closeQuietly(model));
+      const ch = await model.createChannel();
+      const pub = await model.createConfirmChannel();
+      const q = uniqueName('topology-drain');
+      await ch.assertQueue(q);
+      cleanup.push(async () => (await observe()).deleteQueue(q));
+      await ch.prefetch(10);
+      let handled = 0;
+      let first;
+      const started = new Promise((resolve) => {
+        first = resolve;
+      });
+      // Half the callbacks return a promise; the other half ack later from a timer (only the
+      // native core's count of unacked deliveries tells those apart from done).
+      await ch.consume(q, (msg) => {
+        first();
+        const n = Number(msg.content.toString());
+        if (n % 2 === 0) {
+          return delay(150).then(() => {
+            handled++;
+            ch.ack(msg);
+          });
+        }
+        setTimeout(() => {
+          handled++;
+          ch.ack(msg);
+        }, 200);
+        return undefined;
+      });
+      for (let n = 0; n < 10; n++) pub.sendToQueue(q, Buffer.from(String(n)));
+      await started;
+      const confirms = [];
+      for (let n = 10; n < 15; n++) pub.sendToQueue(q, Buffer.from(String(n)), {}, (err) => confirms.push(err ? err.message : 'ok'));
+      const outcome = await model.close({ drain: { timeout: 5000 } });
+      assert.deepStrictEqual(outcome, { drained: true });
+      assert.strictEqual(handled, 10, 'the ten in flight were handled');
+      assert.deepStrictEqual(confirms, Array(5).fill('ok'), 'the late publishes were confirmed before the close');
+      const { messageCount, consumerCount } = await (await observe()).checkQueue(q);
+      assert.deepStrictEqual({ messageCount, consumerCount }, { messageCount: 5, consumerCount: 0 }, 'the ten acked, the five after the cancel left in the queue');
+    });
+
+    it('closes all the same at its deadline, saying it did not drain', async () => {
+      const model = await amqp.connect(AMQP_URL, { recovery: { ...FAST, topology: true } });
+      cleanup.push(() => closeQuietly(model));
+      const ch = await model.createChannel();
+      const q = uniqueName('topology-drain-late');
+      await ch.assertQueue(q);
+      cleanup.push(async () => (await observe()).deleteQueue(q));
+      const got = new Promise((resolve) => ch.consume(q, resolve)); // never acked
+      ch.sendToQueue(q, Buffer.from('held'));
+      await got;
+      const closed = once(ch, 'close');
+      const began = Date.now();
+      assert.deepStrictEqual(await model.close({ drain: { timeout: 200 } }), { drained: false });
+      assert.ok(Date.now() - began >= 200);
+      await closed;
+      await assert.rejects(model.close({ drain: { timeout: -1 } }), TypeError);
+    });
+  });
+
+  it('the callback API: the same recovery, with callbacks', async () => {
+    const proxy = new Proxy();
+    await proxy.listen();
+    cleanup.push(() => proxy.close());
+    const call = (fn) => new Promise((resolve, reject) => fn((err, value) => (err ? reject(err) : resolve(value))));
+    const model = await call((cb) => amqpCallback.connect(proxy.url(), { recovery: { ...FAST, topology: { republish: true } } }, cb));
+    model.on('error', () => {});
+    cleanup.push(() => call((cb) => model.close(cb)).catch(() => {}));
+    const ch = await call((cb) => model.createConfirmChannel(cb));
+    const renamed = new Promise((resolve) => model.once('queue-renamed', resolve)); // once() would reject at the cut's 'error'
+    const { queue } = await call((cb) => ch.assertQueue('', { exclusive: true }, cb));
+    assert.strictEqual(ch.prefetch(5, false, () => {}), ch, 'a callback method returns the channel');
+    const box = inbox();
+    const { consumerTag } = await call((cb) => ch.consume(queue, box.take, {}, cb));
+    await cutAndRecover(proxy, [ch]);
+    assert.strictEqual((await renamed).from, queue);
+    const outcomes = [];
+    ch.sendToQueue(queue, Buffer.from('after'), {}, (err) => outcomes.push(err ? err.message : 'ok'));
+    await call((cb) => ch.waitForConfirms(cb));
+    await box.count(1);
+    assert.strictEqual(box.messages[0].fields.consumerTag, consumerTag);
+    assert.deepStrictEqual(outcomes, ['ok']);
+    ch.ack(box.messages[0]);
+    const closedWith = await call((cb) => model.close({ drain: { timeout: 2000 } }, cb));
+    assert.deepStrictEqual(closedWith, { drained: true });
+    await assert.rejects(call((cb) => ch.checkQueue(queue, cb)), { name: 'IllegalOperationError' });
+  });
+
+  it('options are checked', async () => {
     await assert.rejects(amqp.connect(AMQP_URL, { recovery: { topology: { filter: 'yes' } } }), /recovery.topology.filter must be a function/);
     await assert.rejects(amqp.connect(AMQP_URL, { recovery: { topology: { waitTimeout: -1 } } }), /waitTimeout/);
     await assert.rejects(amqp.connect(AMQP_URL, { recovery: { topology: { republish: { maxBytes: 0 } } } }), /republish.maxBytes must be a number > 0/);

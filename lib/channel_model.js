@@ -66,20 +66,23 @@ class ChannelModel extends EventEmitter {
     });
   }
 
-  async createChannel(options) {
-    const channel = new Channel(this.connection);
-    channel.setOptions(options);
-    await channel.open();
-    return channel;
+  createChannel(options) {
+    return openChannel(this.connection, false, options);
   }
 
-  async createConfirmChannel(options) {
-    const channel = new ConfirmChannel(this.connection);
-    channel.setOptions(options);
-    await channel.open();
-    await channel.rpc(defs.ConfirmSelect, { nowait: false }, defs.ConfirmSelectOk);
-    return channel;
+  createConfirmChannel(options) {
+    return openChannel(this.connection, true, options);
   }
+}
+
+// A promise-API channel opened on `connection` (in confirm mode if `confirm`): the model's, and
+// topology recovery's under either API (lib/topology.js).
+async function openChannel(connection, confirm, options) {
+  const channel = confirm ? new ConfirmChannel(connection) : new Channel(connection);
+  channel.setOptions(options);
+  await channel.open();
+  if (confirm) await channel.rpc(defs.ConfirmSelect, { nowait: false }, defs.ConfirmSelectOk);
+  return channel;
 }
 
 class Channel extends BaseChannel {
@@ -269,4 +272,5 @@ module.exports = {
   ConfirmChannel,
   // shared with the callback API
   getReplyHandler,
+  openChannel,
 };

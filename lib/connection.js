@@ -353,6 +353,13 @@ class Connection extends EventEmitter {
     return refusal === 0 ? null : new ChannelRefused(refusal);
   }
 
+  // How many deliveries of the channel `handle` names wait for an ack, or null when the native
+  // core's record cannot tell (after ackAll or a recover: core/src/unsettled.rs).
+  unsettledDeliveries(handle) {
+    const count = this.session.channelUnsettled(handle);
+    return count < 0 ? null : count;
+  }
+
   releaseChannel(channel) {
     this.freeChannels.clear(channel);
     this.channels[channel] = null;

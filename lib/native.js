@@ -72,7 +72,7 @@ function inertAfterUnload(addon) {
     const d = Object.getOwnPropertyDescriptor(proto, key);
     if (typeof d.value === 'function') {
       const call = d.value;
-      const quiet = key === 'endSocket' ? true : ['channelRefusal', 'openChannel', 'connectSocket', 'setKeepAlive', 'setNoDelay'].includes(key) ? 0 : undefined;
+      const quiet = key === 'endSocket' ? true : ['channelRefusal', 'openChannel', 'connectSocket', 'setKeepAlive', 'setNoDelay'].includes(key) ? 0 : key === 'channelUnsettled' ? -1 : undefined;
       d.value = function (...args) {
         return unloaded ? quiet : Reflect.apply(call, this, args);
       };

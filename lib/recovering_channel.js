@@ -23,7 +23,8 @@
 
 const EventEmitter = require('node:events');
 const { IllegalOperationError } = require('./error');
-const { waitInLine } = require('./waiters');
+const { openChannel } = require('./channel_model');
+const { delay, settleWithin, toCallback, waitInLine } = require('./promises');
 const { emitSafely } = require('./safe_emit');
 
 const FORWARDED_EVENTS = ['return', 'drain', 'warning'];
@@ -41,6 +42,8 @@ class RecoveringChannel extends EventEmitter {
   #lastTag = 0; // the highest delivery tag handed out so far
   #prefetch = new Map(); // global flag -> the count last set
   #consumers = new Map(); // consumer tag -> { queue, callback, options, deliver, active }
+  #unrecorded = new Set(); // tags of consumers the filter left out (not recovered; a drain cancels them)
+  #callbacksInFlight = 0; // consumer callbacks whose promise has not settled
   // Republishing (a confirm channel's, when asked for): the bounds; the publishes not settled
   // yet; those waiting for the connection (never sent, or sent and unconfirmed when it went),
   // oldest first, with their bytes and the timer of the oldest's deadline.
@@ -83,9 +86,9 @@ class RecoveringChannel extends EventEmitter {
     }
   }
 
+  // A promise-API channel on the model's connection, whichever API the model is of.
   #create(model) {
-    const created = this.#confirm ? model.createConfirmChannel(this.#options) : model.createChannel(this.#options);
-    return created.then((channel) => this.#watch(channel));
+    return openChannel(model.connection, this.#confirm, this.#options).then((channel) => this.#watch(channel));
   }
 
   #watch(channel) {
@@ -123,6 +126,7 @@ class RecoveringChannel extends EventEmitter {
     this.#channel = null;
     this.#next = null;
     for (const consumer of this.#consumers.values()) consumer.active = false;
+    this.#unrecorded.clear();
     this.#state = 'lost';
   }
 
@@ -225,6 +229,7 @@ class RecoveringChannel extends EventEmitter {
   #closeForGood() {
     const queues = [...this.#consumers.values()].map((consumer) => consumer.queue);
     this.#consumers.clear();
+    this.#unrecorded.clear();
     this.end(new IllegalOperationError('Channel closed'));
     for (const queue of queues) this.#topology.consumerCancelled(queue);
   }
@@ -295,10 +300,19 @@ class RecoveringChannel extends EventEmitter {
     return { fields: { deliveryTag: message.fields.deliveryTag - this.#tagBase } };
   }
 
+  // A callback that returns a promise is in flight until it settles (a drain waits for it).
   #deliverTo(consumer) {
+    const settled = () => {
+      this.#callbacksInFlight--;
+    };
     return (message) => {
       if (message === null) return this.#cancelledByServer(consumer);
-      return consumer.callback(this.#handOut(message));
+      const result = consumer.callback(this.#handOut(message));
+      if (result !== null && typeof result === 'object' && typeof result.then === 'function') {
+        this.#callbacksInFlight++;
+        result.then(settled, settled);
+      }
+      return result;
     };
   }
 
@@ -457,11 +471,18 @@ class RecoveringChannel extends EventEmitter {
     consumer.options.consumerTag = ok.consumerTag;
     consumer.active = true;
     if (this.#topology.admitsConsumer(consumer.queue, ok.consumerTag, consumer.options)) this.#consumers.set(ok.consumerTag, consumer);
+    else this.#unrecorded.add(ok.consumerTag);
     return ok;
   }
 
-  async cancel(consumerTag) {
+  cancel(consumerTag) {
+    return this.#cancel(consumerTag);
+  }
+
+  // (The methods the channel itself calls are private: the callback API's overrides the public.)
+  async #cancel(consumerTag) {
     const ok = await (await this.#ready('cancel')).cancel(consumerTag);
+    this.#unrecorded.delete(consumerTag);
     const consumer = this.#consumers.get(consumerTag);
     if (consumer) {
       this.#consumers.delete(consumerTag);
@@ -506,19 +527,27 @@ class RecoveringChannel extends EventEmitter {
     return (await this.#ready('recover')).recover();
   }
 
-  async prefetch(count, global) {
+  prefetch(count, global) {
+    return this.#setPrefetch(count, global);
+  }
+
+  qos(count, global) {
+    return this.#setPrefetch(count, global);
+  }
+
+  async #setPrefetch(count, global) {
     const ok = await (await this.#ready('prefetch')).prefetch(count, global);
     this.#prefetch.set(!!global, count);
     return ok;
   }
 
-  qos(count, global) {
-    return this.prefetch(count, global);
-  }
-
   // With republishing: once every publish so far is settled (rejected at the first nacked or
   // failed, as amqplib's at a nack).
-  async waitForConfirms() {
+  waitForConfirms() {
+    return this.#confirmsSettled();
+  }
+
+  async #confirmsSettled() {
     if (this.#republish === null) {
       // Those of the lost connection failed: a wait that began before is rejected by its
       // channel, one that begins now is told so.
@@ -528,6 +557,38 @@ class RecoveringChannel extends EventEmitter {
     const settled = [...this.#unsettled].map((publish) => new Promise((resolve, reject) => (publish.waiters ??= []).push((err) => (err ? reject(err) : resolve()))));
     await Promise.all(settled);
     return undefined;
+  }
+
+  // --- a drained close (lib/topology.js drain) ---
+
+  // Cancels the consumers, then waits until `deadline` (ms since the epoch) for the callbacks
+  // in flight to finish and for what was delivered to be acked (the native core's count:
+  // core/src/unsettled.rs; after ackAll or a recover it cannot tell, and nothing is waited for),
+  // then for the confirms; true if it got there.
+  async drain(deadline) {
+    const tags = [...this.#consumers.keys(), ...this.#unrecorded];
+    if (this.#state !== 'open') {
+      // Nothing comes from a lost connection: the server took its deliveries back.
+      this.#consumers.clear();
+      this.#unrecorded.clear();
+    }
+    for (const tag of tags) if (this.#state === 'open') await this.#cancel(tag).catch(() => {});
+    while (!this.#settledAll()) {
+      if (Date.now() >= deadline) return false;
+      await delay(DRAIN_POLL);
+    }
+    if (!this.#confirm || this.#state !== 'open') return true;
+    const left = Math.max(1, deadline - Date.now());
+    return settleWithin(this.#confirmsSettled(), left, 'late').then(
+      () => true,
+      () => false,
+    );
+  }
+
+  #settledAll() {
+    if (this.#callbacksInFlight > 0) return false;
+    const channel = this.#channel;
+    return channel === null || !channel.connection.unsettledDeliveries(channel.handle);
   }
 
   // --- publishes that survive a lost connection (republish) ---
@@ -628,6 +689,9 @@ class RecoveringChannel extends EventEmitter {
   }
 }
 
+// How often a drain looks whether the deliveries are settled.
+const DRAIN_POLL = 10; // ms
+
 // The header that tells a consumer a message may have reached the queue before: it was sent,
 // and the connection went before its confirm came.
 const REPUBLISHED_HEADER = 'x-republished';
@@ -636,4 +700,43 @@ function republished(options) {
   return { ...options, headers: { ...options?.headers, [REPUBLISHED_HEADER]: true } };
 }
 
-module.exports = { RecoveringChannel };
+// The callback API's recovering channel: the same, with amqplib's callback signatures (the
+// callback after the arguments, each method returning the channel) where the promise API's
+// return promises. How many arguments come before the callback, by method.
+const CALLBACK_METHODS = {
+  close: 0,
+  assertQueue: 2,
+  checkQueue: 1,
+  deleteQueue: 2,
+  purgeQueue: 1,
+  bindQueue: 4,
+  unbindQueue: 4,
+  assertExchange: 3,
+  checkExchange: 1,
+  deleteExchange: 2,
+  bindExchange: 4,
+  unbindExchange: 4,
+  consume: 3,
+  cancel: 1,
+  get: 2,
+  recover: 0,
+  prefetch: 2,
+  qos: 2,
+  waitForConfirms: 0,
+};
+
+class RecoveringCallbackChannel extends RecoveringChannel {}
+
+for (const [name, arity] of Object.entries(CALLBACK_METHODS)) {
+  const promised = RecoveringChannel.prototype[name];
+  Object.defineProperty(RecoveringCallbackChannel.prototype, name, {
+    value: function (...args) {
+      toCallback(promised.apply(this, args.slice(0, arity)), args[arity]);
+      return this;
+    },
+    writable: true,
+    configurable: true,
+  });
+}
+
+module.exports = { RecoveringChannel, RecoveringCallbackChannel };

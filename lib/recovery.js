@@ -39,7 +39,8 @@ const EventEmitter = require('node:events');
 const { allNodesFailed, describeNode } = require('./nodes');
 const credentials = require('./credentials');
 const { Topology } = require('./topology');
-const { waitInLine } = require('./waiters');
+const { RecoveringCallbackChannel } = require('./recovering_channel');
+const { MAX_TIMER, asError, fromCallback, settleWithin, toCallback, waitInLine } = require('./promises');
 
 const DEFAULTS = Object.freeze({
   initialDelay: 100, // ms before the first retry
@@ -55,6 +56,9 @@ const DEFAULTS = Object.freeze({
   credentials: null, // async ({ index, node }) => the attempt's credentials, asked before each
   topology: null, // true or options: channels, topology and consumers recovered (lib/topology.js)
 });
+
+// How long a drained close waits for the callbacks, acks and confirms by default, ms.
+const DRAIN_TIMEOUT = 10000;
 
 // Events of the underlying model that are simply re-emitted.
 const PASSTHROUGH_EVENTS = ['blocked', 'unblocked', 'error', 'update-secret-ok', 'handler-error'];
@@ -168,11 +172,6 @@ function reconnectDelay(settings, attempt) {
   return Math.round(delay);
 }
 
-function asError(value, fallbackMessage) {
-  if (value instanceof Error) return value;
-  return new Error(value ? String(value) : fallbackMessage);
-}
-
 // Run the user's setup against a freshly opened model. A setup declared
 // with two parameters is callback-style, `setup(model, done)`; otherwise
 // it may return a promise (or nothing).
@@ -193,16 +192,6 @@ function runSetup(setup, model) {
       done(err);
     }
   });
-}
-
-// `value` (a promise or not) settled, or an Error with `message` after `ms` (0: no limit).
-function settleWithin(value, ms, message) {
-  if (!ms) return Promise.resolve(value);
-  let timer;
-  const late = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(message)), ms);
-  });
-  return Promise.race([value, late]).finally(() => clearTimeout(timer));
 }
 
 function connectionClosedError() {
@@ -320,6 +309,20 @@ class RecoveringModel extends EventEmitter {
     const ok = await this._withModel(send);
     this.#secret = newSecret;
     return ok;
+  }
+
+  // close() of both APIs; close({ drain }) with topology recovery (ours): the channels'
+  // consumers cancelled, their callbacks in flight finished and acks sent, outstanding
+  // confirms had, then the close; `drain: true` or { timeout } (ms, default 10 s) bounds the
+  // wait. Resolves with { drained }: false when the wait ran out (it closes all the same).
+  async _close(options) {
+    const drain = options?.drain;
+    if (!drain || !this.#topology) return this._shutdown();
+    const timeout = drain === true || drain.timeout === undefined ? DRAIN_TIMEOUT : Number(drain.timeout);
+    if (!(timeout >= 0)) throw new TypeError(`close's drain.timeout must be a number of milliseconds >= 0; got ${String(drain.timeout)}`);
+    const drained = await this.#topology.drain(Math.min(timeout, MAX_TIMER));
+    await this._shutdown();
+    return { drained };
   }
 
   // The counters of the connection open now (lib/counters.js), or null between connections.
@@ -520,22 +523,6 @@ class RecoveringModel extends EventEmitter {
   }
 }
 
-// Wrap a node-style call as a promise.
-function fromCallback(call) {
-  return new Promise((resolve, reject) => {
-    call((err, value) => (err ? reject(err) : resolve(value)));
-  });
-}
-
-// Report a promise's outcome to an optional node-style callback.
-function toCallback(promise, cb) {
-  const callback = typeof cb === 'function' ? cb : () => {};
-  promise.then(
-    (value) => callback(null, value),
-    (err) => callback(asError(err, 'Operation failed')),
-  );
-}
-
 // Recovering stand-in for a ChannelModel (promise API).
 class RecoveringPromiseModel extends RecoveringModel {
   async waitForConnect() {
@@ -543,8 +530,8 @@ class RecoveringPromiseModel extends RecoveringModel {
     return this;
   }
 
-  close() {
-    return this._shutdown();
+  close(options) {
+    return this._close(options);
   }
 
   // With topology recovery, a channel that outlives its connection (lib/recovering_channel.js).
@@ -569,11 +556,6 @@ class RecoveringPromiseModel extends RecoveringModel {
 
 // Recovering stand-in for a CallbackModel (callback API).
 class RecoveringCallbackModel extends RecoveringModel {
-  constructor(openModel, recovery, ...rest) {
-    if (recovery && recovery.topology) throw new TypeError('recovery.topology is for the promise API (require("amqplib-rs")) so far; the callback API recovers as amqplib 2.3.1 does');
-    super(openModel, recovery, ...rest);
-  }
-
   waitForConnect(cb) {
     toCallback(
       this._whenConnected().then(() => this),
@@ -582,8 +564,10 @@ class RecoveringCallbackModel extends RecoveringModel {
     return this;
   }
 
-  close(cb) {
-    toCallback(this._shutdown(), cb);
+  // close(cb), or close({ drain }, cb) as the promise API's close({ drain }).
+  close(options, cb) {
+    const [opts, callback] = typeof options === 'function' ? [undefined, options] : [options, cb];
+    toCallback(this._close(opts), callback);
     return this;
   }
 
@@ -605,6 +589,10 @@ class RecoveringCallbackModel extends RecoveringModel {
 
   #create(method, options, cb) {
     const [opts, callback] = typeof options === 'function' ? [undefined, options] : [options, cb];
+    if (this._topology) {
+      toCallback(this._topology.createChannel(method === 'createConfirmChannel', opts, RecoveringCallbackChannel), callback);
+      return this;
+    }
     const channel = this._withModel((model) =>
       fromCallback((done) => (opts === undefined ? model[method](done) : model[method](opts, done))),
     );

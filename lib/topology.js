@@ -24,7 +24,9 @@
 // attempt fails, and the recovery's next attempt replays the record again.
 
 const { RecoveringChannel } = require('./recovering_channel');
+const { openChannel } = require('./channel_model');
 const { emitSafely } = require('./safe_emit');
+const { MAX_TIMER, delay } = require('./promises');
 
 // How often, and after how long, a binding's 404 is tried again during a replay.
 const REPLAY_RETRIES = 3;
@@ -45,7 +47,6 @@ const DEFAULTS = Object.freeze({
 // What a confirm channel holds while disconnected, by default: beyond either bound `publish`
 // returns false ('drain' follows once they are sent), and each fails past its deadline.
 const REPUBLISH_DEFAULTS = Object.freeze({ maxMessages: 10000, maxBytes: 64 * 1024 * 1024 });
-const MAX_TIMER = 2 ** 31 - 1; // ms: setTimeout fires at once past it
 
 function topologyOptions(given) {
   const options = given === true ? {} : given;
@@ -89,10 +90,6 @@ function bindingKey(type, destination, source, pattern, args) {
   return JSON.stringify([type, destination, source, pattern, entries]);
 }
 
-function delay(ms) {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
 class Topology {
   #model; // the recovering model, for its current connection and its events
   #options;
@@ -131,9 +128,9 @@ class Topology {
   // --- recovering channels ---
 
   // A recovering channel over a fresh channel of the current connection (waiting for one, as
-  // long as waitTimeout allows).
-  async createChannel(confirm, options) {
-    const channel = new RecoveringChannel(this, confirm, options);
+  // long as waitTimeout allows): the promise API's, or `Kind` (the callback API's).
+  async createChannel(confirm, options, Kind = RecoveringChannel) {
+    const channel = new Kind(this, confirm, options);
     await channel.open();
     return channel;
   }
@@ -319,6 +316,14 @@ class Topology {
     for (const channel of this.channels) channel.resume();
   }
 
+  // A drained close's first part: each channel cancels its consumers and waits, within `ms`,
+  // for its callbacks and acks, then its confirms. True if all got there.
+  async drain(ms) {
+    const deadline = Date.now() + ms;
+    const drained = await Promise.all([...this.channels].map((channel) => channel.drain(deadline)));
+    return drained.every(Boolean);
+  }
+
   // Recovery is over (close(), or it gave up): every recovering channel closes.
   end(err) {
     this.#ended = err;
@@ -408,7 +413,7 @@ class ReplayChannel {
 
   async #open() {
     try {
-      const channel = await this.#model.createChannel();
+      const channel = await openChannel(this.#model.connection, false);
       channel.on('error', () => {}); // the refusal is the operation's error
       return channel;
     } catch (err) {

@@ -125,6 +125,16 @@ impl Channels {
         }
     }
 
+    /// How many deliveries of the channel `handle` names wait for an ack; None when its record
+    /// cannot tell (`unsettled.rs`) or the handle names no channel open now.
+    pub fn unsettled(&self, handle: ChannelHandle) -> Option<usize> {
+        let record = self.records.get(&handle.number())?;
+        if record.generation != handle.generation() {
+            return None;
+        }
+        record.acks.unsettled_count()
+    }
+
     /// A method frame written on `channel` (not 0): a close makes it closing, the close-ok
     /// of the peer's close ends it; the ack record takes the rest.
     pub fn sent(&mut self, channel: u16, id: u32, args: &[u8]) {

@@ -91,6 +91,11 @@ impl Unsettled {
         self.waiting = VecDeque::new();
     }
 
+    /// How many deliveries wait for an ack, when the record can tell (see the module's words).
+    pub fn count(&self) -> Option<usize> {
+        self.kept.then(|| self.waiting.iter().filter(|&&(_, settled)| !settled).count())
+    }
+
     /// The tags held: waiting, or settled out of order behind one that waits.
     pub fn held_tags(&self) -> impl Iterator<Item = u64> + '_ {
         self.waiting.iter().map(|&(tag, _)| tag)
@@ -124,6 +129,11 @@ pub struct Acks {
 }
 
 impl Acks {
+    /// How many of the channel's deliveries wait for an ack, when the record can tell.
+    pub fn unsettled_count(&self) -> Option<usize> {
+        self.unsettled.count()
+    }
+
     /// An ack, nack or reject of `tag` is being written (`multiple` as it is sent; a reject
     /// has none): whether it settles everything of the channel up to its tag and is an ack
     /// (so that it may widen the ack before it, or be widened). The record takes it either way.
@@ -286,6 +296,7 @@ mod tests {
                     next += 1;
                     waiting.clear();
                 }
+                assert_eq!(record.count(), Some(waiting.len()), "seed {seed} step {step}: the count");
             }
         }
     }
@@ -300,6 +311,7 @@ mod tests {
         record.received(MAX_WAITING as u64 + 1, true);
         assert!(!record.settles_prefix(1, false));
         assert_eq!(record.held_tags().count(), 0);
+        assert_eq!(record.count(), None, "it cannot tell");
 
         let mut backwards = Unsettled::default();
         backwards.received(5, true);

@@ -115,6 +115,13 @@ impl NativeConnection {
         }
     }
 
+    /// How many deliveries of the channel `handle` names wait for an ack, or -1 when that cannot
+    /// be told (after ackAll, a recover, ...: core/src/unsettled.rs) or the channel is gone.
+    #[napi(catch_unwind)]
+    pub fn channel_unsettled(&self, handle: f64) -> i64 {
+        self.core.channels.unsettled(ChannelHandle(handle as u64)).map_or(-1, |count| count as i64)
+    }
+
     /// The connection has closed: so has every channel.
     #[napi(catch_unwind)]
     pub fn close_channels(&mut self) {

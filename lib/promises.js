@@ -1,0 +1,66 @@
+'use strict';
+// Waits with deadlines, and promises told to node-style callbacks, for the recovering model and
+// its channels (lib/recovery.js, lib/recovering_channel.js, lib/topology.js).
+
+const MAX_TIMER = 2 ** 31 - 1; // ms: setTimeout fires at once past it
+
+function delay(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+// `value` (a promise or not) settled, or an Error with `message` after `ms` (0: no limit).
+function settleWithin(value, ms, message) {
+  if (!ms) return Promise.resolve(value);
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(message)), ms);
+  });
+  return Promise.race([value, late]).finally(() => clearTimeout(timer));
+}
+
+// A promise that joins `waiters` (a list of { resolve, reject }, settled and emptied by its
+// owner) and, after `ms` (0: no limit), leaves it, rejected with an Error of `message`. Both
+// the recovering model's callers waiting for a connection and its channels' methods waiting
+// for the recovery wait so.
+function waitInLine(waiters, ms, message) {
+  return new Promise((resolve, reject) => {
+    const waiter = { resolve, reject };
+    waiters.push(waiter);
+    if (!ms) return;
+    const timer = setTimeout(() => {
+      waiters.splice(waiters.indexOf(waiter), 1);
+      reject(new Error(message));
+    }, ms);
+    waiter.resolve = (value) => {
+      clearTimeout(timer);
+      resolve(value);
+    };
+    waiter.reject = (err) => {
+      clearTimeout(timer);
+      reject(err);
+    };
+  });
+}
+
+function asError(value, fallbackMessage) {
+  if (value instanceof Error) return value;
+  return new Error(value ? String(value) : fallbackMessage);
+}
+
+// Wrap a node-style call as a promise.
+function fromCallback(call) {
+  return new Promise((resolve, reject) => {
+    call((err, value) => (err ? reject(err) : resolve(value)));
+  });
+}
+
+// Report a promise's outcome to an optional node-style callback.
+function toCallback(promise, cb) {
+  const callback = typeof cb === 'function' ? cb : () => {};
+  promise.then(
+    (value) => callback(null, value),
+    (err) => callback(asError(err, 'Operation failed')),
+  );
+}
+
+module.exports = { MAX_TIMER, asError, delay, fromCallback, settleWithin, toCallback, waitInLine };
