@@ -452,6 +452,77 @@ describe('topology recovery', () => {
     await model.close();
   });
 
+  it('cuts in every phase of a recovery (the handshake, the channels, the record, the consumers): it gets there, each publish settled once', async () => {
+    const { proxy, model, log } = await recoveringThroughProxy({ republish: true });
+    cleanup.push(async () => {
+      await closeQuietly(model);
+      await proxy.close();
+    });
+    const pub = await model.createConfirmChannel();
+    const sub = await model.createChannel();
+    const exchange = uniqueName('topology-phases');
+    const q = uniqueName('topology-phases-q');
+    await pub.assertExchange(exchange, 'direct', { autoDelete: false, durable: false });
+    await pub.assertQueue(q);
+    const { queue: reply } = await pub.assertQueue('', { exclusive: true });
+    await pub.bindQueue(q, exchange, 'k');
+    await pub.bindQueue(reply, exchange, 'reply');
+    cleanup.push(async () => (await observe()).deleteQueue(q));
+    cleanup.push(async () => (await observe()).deleteExchange(exchange));
+    await sub.prefetch(20);
+    const received = new Map();
+    await sub.consume(q, (msg) => {
+      const n = Number(msg.content.toString());
+      received.set(n, (received.get(n) ?? 0) + 1);
+      sub.ack(msg);
+    });
+    const outcomes = new Map();
+    let sent = 0;
+    const publishSome = (count) => {
+      for (let i = 0; i < count; i++) {
+        const n = sent++;
+        pub.publish(exchange, 'k', Buffer.from(String(n)), {}, (err) => outcomes.set(n, [...(outcomes.get(n) ?? []), err ? err.message : 'ok']));
+      }
+    };
+    const failedAttempts = [];
+    model.on('connect-failed', (err) => failedAttempts.push(err.message));
+    const before = model._topology.size;
+    // What a whole recovery reads from the broker, from its handshake to its last consumer.
+    const measured = new Promise((resolve) => proxy.once('link', resolve));
+    const first = Promise.all([once(pub, 'recovered'), once(sub, 'recovered')]);
+    proxy.cutNow();
+    await withTimeout(first, 15000, 'recovered');
+    const whole = (await measured).stats.down;
+    // Then the first link after each cut is itself cut after a share of that many bytes from
+    // the broker: inside the handshake, the channels' opening, the record's replay or the
+    // consumers'. Publishes go on meanwhile.
+    const shares = [0, 0.05, 0.3, 0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9];
+    for (const share of shares) {
+      proxy.once('link', (link) => {
+        link.cutAt.down = Math.floor(whole * share);
+      });
+      publishSome(20);
+      const recovered = Promise.all([once(pub, 'recovered'), once(sub, 'recovered')]);
+      proxy.cutNow();
+      publishSome(20);
+      await withTimeout(recovered, 15000, `recovered after a cut at ${share} of ${whole} bytes`);
+    }
+    assert.ok(failedAttempts.length >= shares.length - 1, `${failedAttempts.length} attempts cut of ${shares.length}: ${failedAttempts}`);
+    publishSome(100);
+    await withTimeout(pub.waitForConfirms(), 10000, 'every publish confirmed');
+    await waitUntil(() => received.size === sent, 10000, 'every message consumed');
+    assert.strictEqual(outcomes.size, sent);
+    for (const [n, seen] of outcomes) assert.deepStrictEqual(seen, ['ok'], `publish ${n}`);
+    const renames = log.filter(([name]) => name === 'queue-renamed').length;
+    assert.ok(renames >= shares.length, `the reply queue renamed at each recovery (${renames})`);
+    const after = model._topology.size;
+    assert.deepStrictEqual({ ...after, aliases: 0 }, { ...before, aliases: 0 }, 'the record holds what it held');
+    assert.ok(after.aliases <= 9, `${after.aliases} old names kept`);
+    const { consumerCount } = await (await observe()).checkQueue(q);
+    assert.strictEqual(consumerCount, 1);
+    await model.close();
+  });
+
   // A confirm channel with republish: publishes in flight when the connection goes, and those
   // made while it is away, are sent once it is back; each callback is called once.
   async function republishing(republish) {
