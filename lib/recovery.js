@@ -38,8 +38,6 @@
 const EventEmitter = require('node:events');
 const { allNodesFailed, describeNode } = require('./nodes');
 const credentials = require('./credentials');
-const { Topology } = require('./topology');
-const { RecoveringCallbackChannel } = require('./recovering_channel');
 const { MAX_TIMER, asError, fromCallback, settleWithin, toCallback, waitInLine } = require('./promises');
 
 const DEFAULTS = Object.freeze({
@@ -236,7 +234,8 @@ class RecoveringModel extends EventEmitter {
     this.#settings = normaliseRecoveryOptions(recovery);
     this.#nodes = nodes;
     ({ order: this.#order, start: this.#next } = nodeOrder(nodes.length, this.#settings));
-    if (this.#settings.topology) this.#topology = new Topology(this, this.#settings.topology);
+    // Loaded only when asked for: a model without it carries none of its code.
+    if (this.#settings.topology) this.#topology = new (require('./topology').Topology)(this, this.#settings.topology);
     this.#firstConnect = new Promise((resolve, reject) => {
       this.#resolveFirst = resolve;
       this.#rejectFirst = reject;
@@ -590,7 +589,7 @@ class RecoveringCallbackModel extends RecoveringModel {
   #create(method, options, cb) {
     const [opts, callback] = typeof options === 'function' ? [undefined, options] : [options, cb];
     if (this._topology) {
-      toCallback(this._topology.createChannel(method === 'createConfirmChannel', opts, RecoveringCallbackChannel), callback);
+      toCallback(this._topology.createChannel(method === 'createConfirmChannel', opts, true), callback);
       return this;
     }
     const channel = this._withModel((model) =>

@@ -23,7 +23,7 @@
 // first. A 541 (a RabbitMQ 4.x metadata store without a quorum) closes the connection: the
 // attempt fails, and the recovery's next attempt replays the record again.
 
-const { RecoveringChannel } = require('./recovering_channel');
+const { RecoveringChannel, RecoveringCallbackChannel } = require('./recovering_channel');
 const { openChannel } = require('./channel_model');
 const { emitSafely } = require('./safe_emit');
 const { MAX_TIMER, delay } = require('./promises');
@@ -128,9 +128,9 @@ class Topology {
   // --- recovering channels ---
 
   // A recovering channel over a fresh channel of the current connection (waiting for one, as
-  // long as waitTimeout allows): the promise API's, or `Kind` (the callback API's).
-  async createChannel(confirm, options, Kind = RecoveringChannel) {
-    const channel = new Kind(this, confirm, options);
+  // long as waitTimeout allows): the promise API's, or the callback API's.
+  async createChannel(confirm, options, callbackApi = false) {
+    const channel = new (callbackApi ? RecoveringCallbackChannel : RecoveringChannel)(this, confirm, options);
     await channel.open();
     return channel;
   }
