@@ -358,7 +358,13 @@ describe('topology recovery', () => {
     await ch.assertQueue(kept);
     cleanup.push(async () => (await observe()).deleteQueue(taken));
     cleanup.push(async () => (await observe()).deleteQueue(kept));
+    // One consumer before the refused one (consumed on the channel the refusal closes), one after.
     const box = inbox();
+    const before = inbox();
+    const keptBefore = uniqueName('topology-kept-before');
+    await ch.assertQueue(keptBefore);
+    cleanup.push(async () => (await observe()).deleteQueue(keptBefore));
+    await ch.consume(keptBefore, before.take, { noAck: true });
     await ch.consume(taken, () => {}, { noAck: true, exclusive: true });
     await ch.consume(kept, box.take, { noAck: true });
     proxy.stall();
@@ -373,8 +379,11 @@ describe('topology recovery', () => {
     assert.deepStrictEqual(errors, [[403, 'consumer']]);
     assert.strictEqual(connects.length, 1, 'one attempt was enough');
     look.sendToQueue(kept, Buffer.from('still here'));
+    look.sendToQueue(keptBefore, Buffer.from('here too'));
     await box.count(1);
-    assert.strictEqual(model._topology.size.consumers, 1);
+    await before.count(1);
+    assert.strictEqual(model._topology.size.consumers, 2);
+    assert.strictEqual((await look.checkQueue(keptBefore)).consumerCount, 1);
     await model.close();
   });
 
@@ -667,6 +676,44 @@ describe('topology recovery', () => {
       await closed;
       await assert.rejects(model.close({ drain: { timeout: -1 } }), TypeError);
     });
+  });
+
+  it('republish: a publish keeps its own content and options; a throwing callback stops no other; past twice the bound, refused', async () => {
+    const { proxy, ch, q, outcomes } = await republishing({ maxMessages: 5 });
+    const thrown = [];
+    ch.on('handler-error', (err) => thrown.push(err.message));
+    proxy.stall();
+    proxy.cutNow();
+    await once(ch, 'lost');
+    // One options object and one buffer, changed between publishes, as a loop does.
+    const options = { messageId: '', headers: { n: -1 } };
+    const body = Buffer.alloc(1);
+    const results = [];
+    for (let n = 0; n < 11; n++) {
+      options.messageId = String(n);
+      options.headers.n = n;
+      body[0] = n;
+      results.push(
+        ch.sendToQueue(q, body, options, (err) => {
+          outcomes.set(n, [...(outcomes.get(n) ?? []), err ? err.message : 'ok']);
+          if (n === 0) throw new Error('a callback that throws');
+        }),
+      );
+    }
+    assert.deepStrictEqual(results, [true, true, true, true, false, false, false, false, false, false, false]);
+    assert.deepStrictEqual(outcomes.get(10), ['publish refused: too many publishes wait for the connection to be recovered'], 'the eleventh, past twice the bound');
+    const recovered = once(ch, 'recovered');
+    proxy.resume();
+    await withTimeout(recovered, 10000, 'recovered');
+    await withTimeout(ch.waitForConfirms(), 10000, 'confirms');
+    for (let n = 0; n < 10; n++) assert.deepStrictEqual(outcomes.get(n), ['ok'], `publish ${n}`);
+    assert.deepStrictEqual(thrown, ['a callback that throws']);
+    const look = await observe();
+    const seen = [];
+    for (let m = await look.get(q, { noAck: true }); m; m = await look.get(q, { noAck: true })) {
+      seen.push([m.properties.messageId, m.properties.headers.n, m.content[0]]);
+    }
+    assert.deepStrictEqual(seen, Array.from({ length: 10 }, (_, n) => [String(n), n, n]));
   });
 
   it('the callback API: the same recovery, with callbacks', async () => {

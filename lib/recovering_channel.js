@@ -54,8 +54,10 @@ class RecoveringChannel extends EventEmitter {
   #heldTimer = null;
   #drainOwed = false; // a publish returned false: 'drain' follows, at the latest on recovery
   #closing = false; // close() was called
+  #nextReady = false; // the recovery's channel has its consumers back
   #lossTold = false; // 'lost' was emitted for the connection lost now
   #unconfirmedLost = false; // publishes were unconfirmed on the channel lost now
+  #closedWithUnconfirmed = false; // closed for good with publishes unsettled: waits fail
   droppedAcks = 0; // acks, nacks and rejects of deliveries from a lost connection
 
   constructor(topology, confirm, options) {
@@ -94,10 +96,11 @@ class RecoveringChannel extends EventEmitter {
   #watch(channel) {
     this.#last = channel;
     channel.on('close', () => this.#underlyingClosed(channel));
-    // A channel error is the service's when it comes from the channel in use (unheard, it is
-    // thrown, as amqplib's); one of a channel a recovery sets up is the replay's (reported).
+    // A channel error is the service's when it comes from the channel in use, or from the
+    // recovery's once its consumers are back (their callbacks use it); unheard, it is thrown,
+    // as amqplib's. One while a recovery sets the channel up is the replay's (reported).
     channel.on('error', (err) => {
-      if (channel === this.#channel) this.emit('error', err);
+      if (channel === this.#channel || (channel === this.#next && this.#nextReady)) this.emit('error', err);
     });
     for (const name of FORWARDED_EVENTS) {
       channel.on(name, (arg) => {
@@ -114,9 +117,15 @@ class RecoveringChannel extends EventEmitter {
     if (this.#topology.ended) this.end(this.#topology.ended);
     else if (this.#closing) this.#closeForGood();
     else if (channel.connection.isClosed) this.#detach(channel);
-    // Refused while a recovery set it up (a consumer's consume): restoreConsumers opens another.
-    else if (channel === this.#next) this.#next = null;
+    // Refused while a recovery set it up (a consumer's consume): restoreConsumers opens another,
+    // and consumes again what was consumed on it.
+    else if (channel === this.#next && !this.#nextReady) this.#dropNext();
     else this.#closeForGood();
+  }
+
+  #dropNext() {
+    this.#next = null;
+    for (const consumer of this.#consumers.values()) consumer.active = false;
   }
 
   // The connection went: no channel until the recovery's (lose() tells 'lost', with the cause).
@@ -124,8 +133,7 @@ class RecoveringChannel extends EventEmitter {
     if (this.#state !== 'open' && this.#state !== 'lost') return;
     if (channel?.closedWithUnconfirmed) this.#unconfirmedLost = true;
     this.#channel = null;
-    this.#next = null;
-    for (const consumer of this.#consumers.values()) consumer.active = false;
+    this.#dropNext();
     this.#unrecorded.clear();
     this.#state = 'lost';
   }
@@ -149,6 +157,7 @@ class RecoveringChannel extends EventEmitter {
       if (refused === null && !this.#closing && this.#state === 'lost') {
         this.#tagBase = this.#lastTag;
         this.#next = channel;
+        this.#nextReady = false;
         return;
       }
       if (refused === null) channel.close().catch(() => {}); // close() came meanwhile
@@ -176,8 +185,18 @@ class RecoveringChannel extends EventEmitter {
   // (an exclusive consumer elsewhere) is reported and left out, and the channel it closed is
   // opened again for the rest.
   async restoreConsumers(replay, model) {
+    while (this.#state === 'lost' && !this.#closing) {
+      if (this.#next === null) await this.reopen(model);
+      if (await this.#consumeAgain(replay, model)) break;
+    }
+    this.#nextReady = this.#next !== null;
+  }
+
+  // One pass over the consumers not consuming: true once done, false when the recovery's
+  // channel closed under it (a consume refused), to go again on another.
+  async #consumeAgain(replay, model) {
     for (const [tag, consumer] of [...this.#consumers]) {
-      if (this.#next === null || this.#closing || this.#consumers.get(tag) !== consumer) continue;
+      if (consumer.active || this.#consumers.get(tag) !== consumer) continue;
       try {
         await replay.run((ch) => ch.checkQueue(this.#topology.currentName(consumer.queue)));
       } catch (err) {
@@ -186,20 +205,23 @@ class RecoveringChannel extends EventEmitter {
         this.#awaitQueue(tag, consumer);
         continue;
       }
+      if (this.#closing || this.#state !== 'lost') return true;
+      if (this.#next === null) return false;
       try {
         await this.#resubscribe(this.#next, consumer);
       } catch (err) {
-        if (this.#closing || this.#state === 'closed') return;
+        if (this.#closing || this.#state !== 'lost') return true;
         if (model.connection.isClosed) throw err;
         this.#consumers.delete(tag);
         this.#topology.reportError(err, { kind: 'consumer', queue: consumer.queue, consumerTag: tag });
-        if (this.#next === null) await this.reopen(model);
+        return false;
       }
     }
+    return true;
   }
 
   resume() {
-    if (this.#state !== 'lost' || this.#next === null) return;
+    if (this.#state !== 'lost' || this.#next === null || this.#closing) return;
     this.#channel = this.#next;
     this.#next = null;
     this.#state = 'open';
@@ -305,12 +327,17 @@ class RecoveringChannel extends EventEmitter {
     const settled = () => {
       this.#callbacksInFlight--;
     };
+    // A rejection stays unhandled, as without the count.
+    const failed = (err) => {
+      settled();
+      throw err;
+    };
     return (message) => {
       if (message === null) return this.#cancelledByServer(consumer);
       const result = consumer.callback(this.#handOut(message));
       if (result !== null && typeof result === 'object' && typeof result.then === 'function') {
         this.#callbacksInFlight++;
-        result.then(settled, settled);
+        result.then(settled, failed);
       }
       return result;
     };
@@ -450,7 +477,7 @@ class RecoveringChannel extends EventEmitter {
 
   // `cb` is a confirm channel's, ignored by a plain channel's publish.
   publish(exchange, routingKey, content, options, cb) {
-    if (this.#republish !== null && this.#state !== 'closed') return this.#publishKept({ exchange, routingKey, content, options, cb, settled: false, again: false, heldSince: 0, waiters: null });
+    if (this.#republish !== null && this.#state !== 'closed') return this.#publishKept(exchange, routingKey, content, options, cb);
     const channel = this.#current();
     if (channel === null) throw new IllegalOperationError('Channel closed', this.#last.stackAtStateChange);
     const key = exchange === '' ? this.#topology.currentName(routingKey) : routingKey;
@@ -554,6 +581,7 @@ class RecoveringChannel extends EventEmitter {
       if (this.#state === 'lost' && this.#unconfirmedLost) throw new Error('channel closed: publishes were unconfirmed when the connection was lost');
       return (await this.#ready('waitForConfirms')).waitForConfirms();
     }
+    if (this.#state === 'closed' && this.#closedWithUnconfirmed) throw new Error('channel closed');
     const settled = [...this.#unsettled].map((publish) => new Promise((resolve, reject) => (publish.waiters ??= []).push((err) => (err ? reject(err) : resolve()))));
     await Promise.all(settled);
     return undefined;
@@ -572,14 +600,20 @@ class RecoveringChannel extends EventEmitter {
       this.#consumers.clear();
       this.#unrecorded.clear();
     }
-    for (const tag of tags) if (this.#state === 'open') await this.#cancel(tag).catch(() => {});
+    const left = () => Math.max(1, deadline - Date.now());
+    for (const tag of tags) {
+      if (this.#state !== 'open' || Date.now() >= deadline) break;
+      await settleWithin(this.#cancel(tag), left(), 'late').catch(() => {});
+    }
+    // While the connection is away, what it must send waits for the recovery, as long as the
+    // deadline allows.
     while (!this.#settledAll()) {
       if (Date.now() >= deadline) return false;
       await delay(DRAIN_POLL);
     }
-    if (!this.#confirm || this.#state !== 'open') return true;
-    const left = Math.max(1, deadline - Date.now());
-    return settleWithin(this.#confirmsSettled(), left, 'late').then(
+    if (this.#state === 'closed') return !this.#closedWithUnconfirmed;
+    if (!this.#confirm) return true;
+    return settleWithin(this.#confirmsSettled(), left(), 'late').then(
       () => true,
       () => false,
     );
@@ -587,6 +621,7 @@ class RecoveringChannel extends EventEmitter {
 
   #settledAll() {
     if (this.#callbacksInFlight > 0) return false;
+    if (this.#state === 'lost') return this.#held.length === 0 && this.#unsettled.size === 0;
     const channel = this.#channel;
     return channel === null || !channel.connection.unsettledDeliveries(channel.handle);
   }
@@ -595,24 +630,46 @@ class RecoveringChannel extends EventEmitter {
 
   // A confirm channel's publish kept until it settles: sent now if connected, else held for the
   // recovery. Its callback is called once: confirmed, nacked, or failed past its deadline.
-  #publishKept(publish) {
-    if (!Buffer.isBuffer(publish.content)) throw new TypeError('content is not a buffer');
+  // The publish keeps its own copy of the content and options (with its headers): a caller
+  // may reuse its buffer or options object for the next publish, as amqplib, which encodes at
+  // once, allows.
+  #publishKept(exchange, routingKey, content, options, cb) {
+    if (!Buffer.isBuffer(content)) throw new TypeError('content is not a buffer');
+    const kept = options ? { ...options, headers: isTable(options.headers) ? { ...options.headers } : options.headers } : options;
+    const publish = { exchange, routingKey, content: Buffer.from(content), options: kept, cb, settled: false, again: false, heldSince: 0, waiters: null };
+    if (this.#state === 'open') {
+      this.#unsettled.add(publish);
+      return this.#send(publish, false);
+    }
+    // Past twice the bounds, refused at once: a publisher that does not heed `false` cannot
+    // make it hold without end.
+    if (this.#held.length >= 2 * this.#republish.maxMessages || this.#heldBytes >= 2 * this.#republish.maxBytes) {
+      this.#drainOwed = true;
+      callBack(this, cb, new Error('publish refused: too many publishes wait for the connection to be recovered'));
+      return false;
+    }
     this.#unsettled.add(publish);
-    if (this.#state === 'open') return this.#send(publish);
     return this.#hold(publish);
   }
 
-  #send(publish) {
+  // Sends a kept publish. One refused by the channel (arguments it cannot encode) is settled
+  // with the error: thrown to the caller of publish (`held` false), or, sent after a recovery,
+  // told to its callback.
+  #send(publish, held) {
     const channel = this.#channel;
     const { exchange, routingKey } = publish;
     const key = exchange === '' ? this.#topology.currentName(routingKey) : routingKey;
-    const options = publish.again ? republished(publish.options) : this.#topology.publishOptions(publish.options);
+    const options = this.#topology.publishOptions(publish.again ? republished(publish.options) : publish.options);
+    let written;
     try {
-      return channel.publish(exchange, key, publish.content, options, (err) => this.#confirmed(publish, channel, err));
+      written = channel.publish(exchange, key, publish.content, options, (err) => this.#confirmed(publish, channel, err));
     } catch (err) {
-      this.#settle(publish, err); // unsettled no more: the throw is its outcome
+      this.#settle(publish, err, held);
+      if (held) return true;
       throw err;
     }
+    if (!written) this.#drainOwed = true;
+    return written;
   }
 
   // A publish's confirm, or its failure: one that failed because the connection went is held
@@ -623,6 +680,7 @@ class RecoveringChannel extends EventEmitter {
       this.#hold(publish);
       return;
     }
+    if (err && channel.closedWithUnconfirmed) this.#closedWithUnconfirmed = true;
     this.#settle(publish, err, true);
   }
 
@@ -664,29 +722,48 @@ class RecoveringChannel extends EventEmitter {
   }
 
   #sendHeld() {
-    const held = this.#takeHeld(this.#held.length);
-    for (let i = 0; i < held.length; i++) {
-      try {
-        this.#send(held[i]);
-      } catch (err) {
-        for (const publish of held.slice(i + 1)) this.#settle(publish, err, true);
-        break;
-      }
-    }
+    for (const publish of this.#takeHeld(this.#held.length)) this.#send(publish, true);
   }
 
   #failHeld(err) {
+    if (this.#held.length > 0) this.#closedWithUnconfirmed = true;
     for (const publish of this.#takeHeld(this.#held.length)) this.#settle(publish, err, true);
   }
 
-  // `report`: the publish's callback is told (not when publish threw: the throw told).
+  // `report`: the publish's callback is told (not when publish threw: the throw told). A
+  // callback's throw leaves the channel's work whole (see callBack).
   #settle(publish, err, report = false) {
     if (publish.settled) return;
     publish.settled = true;
     this.#unsettled.delete(publish);
-    if (report && typeof publish.cb === 'function') publish.cb(err ?? null);
     if (publish.waiters) for (const waiter of publish.waiters) waiter(err ?? null);
+    if (report) callBack(this, publish.cb, err ?? null);
   }
+
+  // For the callback API: amqplib's close of a closed channel throws.
+  _throwIfClosed() {
+    if (this.#state === 'closed') throw new IllegalOperationError('Channel closed', this.#last?.stackAtStateChange);
+  }
+}
+
+// A publish's callback, told its outcome; its throw goes to the channel's 'handler-error' when
+// someone listens, else it is thrown on its own, uncaught, as any callback's throw would be,
+// never into the work that settles it (a close failing the rest, a timer not armed again).
+function callBack(channel, cb, err) {
+  if (typeof cb !== 'function') return;
+  try {
+    cb(err);
+  } catch (thrown) {
+    if (channel.listenerCount('handler-error') > 0) channel.emit('handler-error', thrown, 'publish callback');
+    else
+      process.nextTick(() => {
+        throw thrown;
+      });
+  }
+}
+
+function isTable(value) {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) && !Buffer.isBuffer(value);
 }
 
 // How often a drain looks whether the deliveries are settled.
@@ -704,7 +781,6 @@ function republished(options) {
 // callback after the arguments, each method returning the channel) where the promise API's
 // return promises. How many arguments come before the callback, by method.
 const CALLBACK_METHODS = {
-  close: 0,
   assertQueue: 2,
   checkQueue: 1,
   deleteQueue: 2,
@@ -722,10 +798,50 @@ const CALLBACK_METHODS = {
   recover: 0,
   prefetch: 2,
   qos: 2,
-  waitForConfirms: 0,
 };
 
-class RecoveringCallbackChannel extends RecoveringChannel {}
+// What differs besides: acknowledgements return the channel; close() of a closed channel
+// throws; waitForConfirms takes a callback, required, and calls it with the error alone.
+class RecoveringCallbackChannel extends RecoveringChannel {
+  close(cb) {
+    this._throwIfClosed();
+    toCallback(super.close(), (err) => (typeof cb === 'function' ? cb(err) : undefined));
+    return this;
+  }
+
+  waitForConfirms(cb) {
+    if (typeof cb !== 'function') throw new TypeError(`waitForConfirms requires a callback function; got ${cb === null ? 'null' : typeof cb}`);
+    super.waitForConfirms().then(
+      () => cb(),
+      (err) => cb(err),
+    );
+  }
+
+  ack(message, allUpTo) {
+    super.ack(message, allUpTo);
+    return this;
+  }
+
+  ackAll() {
+    super.ackAll();
+    return this;
+  }
+
+  nack(message, allUpTo, requeue) {
+    super.nack(message, allUpTo, requeue);
+    return this;
+  }
+
+  nackAll(requeue) {
+    super.nackAll(requeue);
+    return this;
+  }
+
+  reject(message, requeue) {
+    super.reject(message, requeue);
+    return this;
+  }
+}
 
 for (const [name, arity] of Object.entries(CALLBACK_METHODS)) {
   const promised = RecoveringChannel.prototype[name];
