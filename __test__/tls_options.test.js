@@ -95,6 +95,21 @@ describe('TLS options: the outcome amqplib 2.3.1 has', () => {
     assert.deepStrictEqual(mine, theirs);
   });
 
+  it('a server that hangs up during the TLS handshake (a node going down as the client connects): refused at once, Node’s code and words', async () => {
+    const net = require('node:net');
+    const hangUp = net.createServer((socket) => socket.once('data', () => socket.end()));
+    await new Promise((resolve) => hangUp.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `amqps://guest:guest@127.0.0.1:${hangUp.address().port}`;
+      // Within the connect timeout: the native socket waited for ever, the timeout with it.
+      const { mine, theirs } = await both(url, { ca: certs.ca, servername: 'localhost', timeout: 5000 });
+      assert.deepStrictEqual(mine, { refused: 'ECONNRESET', message: 'Client network socket disconnected before secure TLS connection was established' });
+      assert.deepStrictEqual(mine, theirs);
+    } finally {
+      hangUp.close();
+    }
+  });
+
   it('rejectUnauthorized: false: opened with an unverified server, not authorized', async () => {
     const { mine, theirs } = await both(plain.url, { rejectUnauthorized: false, servername: 'example.com' });
     assert.deepStrictEqual(mine, { opened: true, authorized: false });

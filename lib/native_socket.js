@@ -25,6 +25,12 @@ function systemError(errno, syscall, address, port) {
   return err;
 }
 
+// What tls.connect says of a socket that ends before its handshake is done.
+function handshakeCut({ path, host, port, localAddress }) {
+  const err = new Error('Client network socket disconnected before secure TLS connection was established');
+  return Object.assign(err, { code: 'ECONNRESET', path, host, port, localAddress });
+}
+
 // net.connect options the native socket does not implement: given any of them, amqp:// goes
 // through net.connect instead, so that each is honoured as amqplib honours it.
 const NET_ONLY_OPTIONS = [
@@ -174,6 +180,9 @@ class NativeSocket extends EventEmitter {
         this.emit('drain');
         break;
       case SOCKET_END:
+        // Before the TLS handshake is done, an end is a failure, as Node's TLS socket has it
+        // (a node going down as the client connects): the connect waits for no 'connect'.
+        if (this.tlsOptions && !this.open) return this.fail(handshakeCut(this.tlsOptions));
         this.open = false;
         this.session.destroySocket();
         this.emit('end');
