@@ -296,7 +296,10 @@ mod tests {
                     next += 1;
                     waiting.clear();
                 }
-                assert_eq!(record.count(), Some(waiting.len()), "seed {seed} step {step}: the count");
+                // The count walks the window: under Miri, every 50th step (each step's took minutes).
+                if !cfg!(miri) || step % 50 == 0 {
+                    assert_eq!(record.count(), Some(waiting.len()), "seed {seed} step {step}: the count");
+                }
             }
         }
     }
