@@ -15,14 +15,23 @@ const { AMQP_URL, uniqueName, withTimeout, waitUntil, delay, openConnection, clo
 
 const amqp = require('..');
 const amqpCallback = require('../callback_api');
+const amqpLatest = require('amqplib-latest');
 
 const FAST = { initialDelay: 20, maxDelay: 200 };
 
+// What each test leaves, undone after the last (the observer's connection closed then).
+const cleanup = [];
+
 // A recovering model with topology recovery through a fresh proxy; events recorded in `log`.
+// Both are closed after the tests.
 async function recoveringThroughProxy(topology = true, extra = {}) {
   const proxy = new Proxy();
   await proxy.listen();
   const model = await amqp.connect(proxy.url(), { recovery: { ...FAST, topology, ...extra } });
+  cleanup.push(async () => {
+    await closeQuietly(model);
+    await proxy.close();
+  });
   const log = [];
   model.on('error', () => {});
   for (const name of ['disconnect', 'connect', 'queue-renamed', 'topology-error']) {
@@ -40,12 +49,10 @@ async function cutAndRecover(proxy, channels) {
 // Messages handed to `consume`'s callback, with a way to wait for the nth.
 function inbox() {
   const messages = [];
-  const waiting = [];
   const box = {
     messages,
     take: (message) => {
       messages.push(message);
-      for (const w of waiting.splice(0)) w();
     },
     async count(n, what = `${n} messages`) {
       await waitUntil(() => messages.length >= n, 5000, what);
@@ -55,7 +62,6 @@ function inbox() {
 }
 
 describe('topology recovery', () => {
-  const cleanup = [];
   // Another connection, straight to the broker, to look at and change what the model left;
   // closed last.
   let observer;
@@ -79,10 +85,6 @@ describe('topology recovery', () => {
 
   it('a channel keeps its exchange, server-named queue, binding, prefetch and consumer across a cut', async () => {
     const { proxy, model, log } = await recoveringThroughProxy();
-    cleanup.push(async () => {
-      await closeQuietly(model);
-      await proxy.close();
-    });
     const ch = await model.createConfirmChannel();
     const exchange = uniqueName('topology-x');
     await ch.assertExchange(exchange, 'direct', { autoDelete: true });
@@ -125,10 +127,6 @@ describe('topology recovery', () => {
 
   it('acknowledgements of deliveries from a lost connection are dropped and counted; the channel stays open', async () => {
     const { proxy, model } = await recoveringThroughProxy();
-    cleanup.push(async () => {
-      await closeQuietly(model);
-      await proxy.close();
-    });
     const ch = await model.createChannel();
     const q = uniqueName('topology-acks');
     await ch.assertQueue(q); // durable: RabbitMQ 4.x may refuse transient shared queues
@@ -167,10 +165,6 @@ describe('topology recovery', () => {
 
   it('methods called while disconnected wait for the recovery, or fail after waitTimeout', async () => {
     const { proxy, model } = await recoveringThroughProxy({ waitTimeout: 300 });
-    cleanup.push(async () => {
-      await closeQuietly(model);
-      await proxy.close();
-    });
     const ch = await model.createChannel();
     const lost = once(ch, 'lost');
     proxy.stall();
@@ -192,10 +186,6 @@ describe('topology recovery', () => {
 
   it('a consumer the server cancels consumes again once its queue is back', async () => {
     const { proxy, model } = await recoveringThroughProxy();
-    cleanup.push(async () => {
-      await closeQuietly(model);
-      await proxy.close();
-    });
     const ch = await model.createChannel();
     const q = uniqueName('topology-cancelled');
     await ch.assertQueue(q);
@@ -220,10 +210,6 @@ describe('topology recovery', () => {
   it('a refused entity is reported and skipped, and the replay goes on', async () => {
     const errors = [];
     const { proxy, model } = await recoveringThroughProxy({ onError: (err, entity) => errors.push([err.code, entity.kind, entity.name]) });
-    cleanup.push(async () => {
-      await closeQuietly(model);
-      await proxy.close();
-    });
     const ch = await model.createChannel();
     const changed = uniqueName('topology-changed');
     const kept = uniqueName('topology-kept');
@@ -248,10 +234,6 @@ describe('topology recovery', () => {
 
   it('a filter leaves entities out of the record; a channel error closes the channel for good', async () => {
     const { proxy, model } = await recoveringThroughProxy({ filter: (entity) => !(entity.kind === 'queue' && entity.name.includes('left-out')) });
-    cleanup.push(async () => {
-      await closeQuietly(model);
-      await proxy.close();
-    });
     const ch = await model.createChannel();
     const leftOut = uniqueName('topology-left-out');
     await ch.assertQueue(leftOut, { exclusive: true });
@@ -273,10 +255,6 @@ describe('topology recovery', () => {
   const CHURN = Number(process.env.TOPOLOGY_CHURN_QUEUES) || 1000;
   it(`the record does not grow over ${CHURN} auto-delete queues declared and dropped`, async () => {
     const { proxy, model } = await recoveringThroughProxy();
-    cleanup.push(async () => {
-      await closeQuietly(model);
-      await proxy.close();
-    });
     // Eight channels at a time: the broker takes a few ms a queue.
     const channels = await Promise.all(Array.from({ length: 8 }, () => model.createChannel()));
     const exchange = uniqueName('topology-churn');
@@ -301,10 +279,6 @@ describe('topology recovery', () => {
 
   it("a consumer's callback acks and publishes while the recovery is still setting up: nothing dropped, the channel stays", async () => {
     const { proxy, model } = await recoveringThroughProxy();
-    cleanup.push(async () => {
-      await closeQuietly(model);
-      await proxy.close();
-    });
     const ch = await model.createChannel();
     const q = uniqueName('topology-gap-in');
     const out = uniqueName('topology-gap-out');
@@ -345,10 +319,6 @@ describe('topology recovery', () => {
   it('a consume refused while recovering (an exclusive consumer elsewhere) is reported and left out; the rest recover', async () => {
     const errors = [];
     const { proxy, model } = await recoveringThroughProxy({ onError: (err, entity) => errors.push([err.code, entity.kind]) });
-    cleanup.push(async () => {
-      await closeQuietly(model);
-      await proxy.close();
-    });
     const connects = [];
     model.on('connect', () => connects.push(Date.now()));
     const ch = await model.createChannel();
@@ -389,10 +359,6 @@ describe('topology recovery', () => {
 
   it('close() while the connection goes settles, and the channel does not come back', async () => {
     const { proxy, model } = await recoveringThroughProxy();
-    cleanup.push(async () => {
-      await closeQuietly(model);
-      await proxy.close();
-    });
     const ch = await model.createChannel();
     const other = await model.createChannel();
     const events = [];
@@ -412,10 +378,6 @@ describe('topology recovery', () => {
 
   it('waitForConfirms while disconnected, with publishes unconfirmed on the lost connection, rejects', async () => {
     const { proxy, model } = await recoveringThroughProxy();
-    cleanup.push(async () => {
-      await closeQuietly(model);
-      await proxy.close();
-    });
     const ch = await model.createConfirmChannel();
     const outcomes = [];
     proxy.stall();
@@ -434,10 +396,6 @@ describe('topology recovery', () => {
 
   it('the record: an unbind forgets its bind whatever the arguments look like; a closed channel lets go of auto-delete queues', async () => {
     const { proxy, model } = await recoveringThroughProxy();
-    cleanup.push(async () => {
-      await closeQuietly(model);
-      await proxy.close();
-    });
     const ch = await model.createChannel();
     const exchange = uniqueName('topology-headers');
     await ch.assertExchange(exchange, 'headers', { autoDelete: false, durable: false });
@@ -463,10 +421,6 @@ describe('topology recovery', () => {
 
   it('cuts in every phase of a recovery (the handshake, the channels, the record, the consumers): it gets there, each publish settled once', async () => {
     const { proxy, model, log } = await recoveringThroughProxy({ republish: true });
-    cleanup.push(async () => {
-      await closeQuietly(model);
-      await proxy.close();
-    });
     const pub = await model.createConfirmChannel();
     const sub = await model.createChannel();
     const exchange = uniqueName('topology-phases');
@@ -536,10 +490,6 @@ describe('topology recovery', () => {
   // made while it is away, are sent once it is back; each callback is called once.
   async function republishing(republish) {
     const fixture = await recoveringThroughProxy({ republish });
-    cleanup.push(async () => {
-      await closeQuietly(fixture.model);
-      await fixture.proxy.close();
-    });
     const ch = await fixture.model.createConfirmChannel();
     const q = uniqueName('topology-republish');
     await ch.assertQueue(q);
@@ -701,12 +651,16 @@ describe('topology recovery', () => {
       );
     }
     assert.deepStrictEqual(results, [true, true, true, true, false, false, false, false, false, false, false]);
+    // Its callback is told after publish returned, never inside it (as amqplib's callbacks).
+    assert.strictEqual(outcomes.get(10), undefined);
+    await new Promise((resolve) => process.nextTick(resolve));
     assert.deepStrictEqual(outcomes.get(10), ['publish refused: too many publishes wait for the connection to be recovered'], 'the eleventh, past twice the bound');
     const recovered = once(ch, 'recovered');
     proxy.resume();
     await withTimeout(recovered, 10000, 'recovered');
     await withTimeout(ch.waitForConfirms(), 10000, 'confirms');
     for (let n = 0; n < 10; n++) assert.deepStrictEqual(outcomes.get(n), ['ok'], `publish ${n}`);
+    await new Promise((resolve) => setImmediate(resolve)); // 'handler-error' comes on the next turn
     assert.deepStrictEqual(thrown, ['a callback that throws']);
     const look = await observe();
     const seen = [];
@@ -742,6 +696,85 @@ describe('topology recovery', () => {
     const closedWith = await call((cb) => model.close({ drain: { timeout: 2000 } }, cb));
     assert.deepStrictEqual(closedWith, { drained: true });
     await assert.rejects(call((cb) => ch.checkQueue(queue, cb)), { name: 'IllegalOperationError' });
+  });
+
+  it("a bind of a server-named queue made while disconnected goes to the queue's name after the recovery", async () => {
+    const { proxy, model, log } = await recoveringThroughProxy();
+    const ch = await model.createChannel();
+    const exchange = uniqueName('topology-rebind');
+    await ch.assertExchange(exchange, 'direct');
+    cleanup.push(async () => (await observe()).deleteExchange(exchange));
+    const { queue } = await ch.assertQueue('', { exclusive: true });
+    const renames = () => log.filter(([name]) => name === 'queue-renamed').map(([, names]) => names);
+    const lost = once(ch, 'lost');
+    proxy.stall();
+    proxy.cutNow();
+    await lost;
+    const bound = ch.bindQueue(queue, exchange, 'k'); // by the first name, while away
+    const recovered = once(ch, 'recovered');
+    proxy.resume();
+    await withTimeout(recovered, 10000, 'recovered');
+    await bound;
+    assert.strictEqual(renames().length, 1);
+    assert.deepStrictEqual(log.filter(([name]) => name === 'topology-error'), []);
+    ch.publish(exchange, 'k', Buffer.from('through the bind'));
+    let got = false;
+    for (let i = 0; i < 50 && !got; i++) got = !!(await ch.get(queue, { noAck: true })) || (await delay(20), false);
+    assert.ok(got, 'the message came through the binding made while away');
+    await model.close();
+  });
+
+  it("a channel error the service causes while its consumers come back closes the channel for good, with 'error', as outside recovery", async () => {
+    const { proxy, model } = await recoveringThroughProxy();
+    const ch = await model.createChannel();
+    const q = uniqueName('topology-own-error');
+    await ch.assertQueue(q);
+    cleanup.push(async () => (await observe()).deleteQueue(q));
+    let recovering = false;
+    const delivered = [];
+    await ch.consume(q, (msg) => {
+      delivered.push(msg.content.toString());
+      // A publish to an exchange that does not exist: the server closes the channel (404).
+      if (recovering) ch.publish(uniqueName('no-such-exchange'), '', Buffer.from('x'));
+    });
+    // A second consumer: its queue is looked for while the first's delivery comes, so the
+    // recovery is still bringing consumers back.
+    const other = uniqueName('topology-own-error-2');
+    await ch.assertQueue(other);
+    cleanup.push(async () => (await observe()).deleteQueue(other));
+    await ch.consume(other, () => {});
+    const errors = [];
+    ch.on('error', (err) => errors.push(err.code));
+    const lost = once(ch, 'lost');
+    proxy.stall();
+    proxy.cutNow();
+    await lost;
+    recovering = true;
+    // Waiting in the queue: it comes as soon as the consumer is back, before the recovery is over.
+    (await observe()).sendToQueue(q, Buffer.from('waiting'));
+    const closed = new Promise((resolve) => ch.once('close', resolve)); // once() rejects at 'error'
+    const reconnected = once(model, 'connect');
+    proxy.resume();
+    await withTimeout(closed, 10000, "the channel's close");
+    await withTimeout(reconnected, 10000, 'the model reconnected');
+    assert.deepStrictEqual(errors, [404]);
+    await delay(200);
+    assert.deepStrictEqual(delivered, ['waiting'], 'consumed once: not again on another channel');
+    await assert.rejects(ch.checkQueue(q), { name: 'IllegalOperationError' });
+    await model.close();
+  });
+
+  it('waitForConfirms of a closed confirm channel (no republish) resolves with nothing pending, as amqplib', async () => {
+    const { model } = await recoveringThroughProxy();
+    const ch = await model.createConfirmChannel();
+    await ch.close();
+    await ch.waitForConfirms();
+    const latest = await openConnection(amqpLatest, AMQP_URL);
+    const theirs = await latest.createConfirmChannel();
+    await theirs.close();
+    await theirs.waitForConfirms();
+    await latest.close();
+    await model.close();
   });
 
   it('options are checked', async () => {

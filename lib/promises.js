@@ -4,8 +4,18 @@
 
 const MAX_TIMER = 2 ** 31 - 1; // ms: setTimeout fires at once past it
 
-function delay(ms) {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+// `ms` later, or as soon as `signal` (optional) aborts: no timer outlives what it waited for.
+function delay(ms, signal) {
+  if (signal?.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }
 
 // `value` (a promise or not) settled, or an Error with `message` after `ms` (0: no limit).

@@ -25,7 +25,7 @@ const EventEmitter = require('node:events');
 const { IllegalOperationError } = require('./error');
 const { openChannel } = require('./channel_model');
 const { delay, settleWithin, toCallback, waitInLine } = require('./promises');
-const { emitSafely } = require('./safe_emit');
+const { emitSafely, reportThrow } = require('./safe_emit');
 
 const FORWARDED_EVENTS = ['return', 'drain', 'warning'];
 
@@ -54,7 +54,10 @@ class RecoveringChannel extends EventEmitter {
   #heldTimer = null;
   #drainOwed = false; // a publish returned false: 'drain' follows, at the latest on recovery
   #closing = false; // close() was called
+  #nextInUse = false; // the recovery's channel takes publishes and acks: its consumers are coming back
   #nextReady = false; // the recovery's channel has its consumers back
+  #resubscribingOn = null; // the channel a consume of this one's (not the service's) is on its way on
+  #consumeRefusedOn = null; // the channel the server closed for refusing that consume
   #lossTold = false; // 'lost' was emitted for the connection lost now
   #unconfirmedLost = false; // publishes were unconfirmed on the channel lost now
   #closedWithUnconfirmed = false; // closed for good with publishes unsettled: waits fail
@@ -96,11 +99,12 @@ class RecoveringChannel extends EventEmitter {
   #watch(channel) {
     this.#last = channel;
     channel.on('close', () => this.#underlyingClosed(channel));
-    // A channel error is the service's when it comes from the channel in use, or from the
-    // recovery's once its consumers are back (their callbacks use it); unheard, it is thrown,
-    // as amqplib's. One while a recovery sets the channel up is the replay's (reported).
+    // A channel error is the service's when it comes from the channel in use or the
+    // recovery's (its consumers' callbacks use it); unheard, it is thrown, as amqplib's. One
+    // that refuses a consume this channel made again is the recovery's (reported).
     channel.on('error', (err) => {
-      if (channel === this.#channel || (channel === this.#next && this.#nextReady)) this.emit('error', err);
+      if (channel === this.#resubscribingOn && isConsumeRefusal(err)) this.#consumeRefusedOn = channel;
+      else if (channel === this.#channel || channel === this.#next) this.emit('error', err);
     });
     for (const name of FORWARDED_EVENTS) {
       channel.on(name, (arg) => {
@@ -117,14 +121,16 @@ class RecoveringChannel extends EventEmitter {
     if (this.#topology.ended) this.end(this.#topology.ended);
     else if (this.#closing) this.#closeForGood();
     else if (channel.connection.isClosed) this.#detach(channel);
-    // Refused while a recovery set it up (a consumer's consume): restoreConsumers opens another,
-    // and consumes again what was consumed on it.
-    else if (channel === this.#next && !this.#nextReady) this.#dropNext();
+    // A consume a recovery made again, refused (an exclusive consumer elsewhere): the recovery
+    // opens another, and consumes again what was consumed on it. Anything else that closes a
+    // channel (the service's own doing, an ack twice) closes it for good, as outside recovery.
+    else if (channel === this.#next && channel === this.#consumeRefusedOn) this.#dropNext();
     else this.#closeForGood();
   }
 
   #dropNext() {
     this.#next = null;
+    this.#nextInUse = false;
     for (const consumer of this.#consumers.values()) consumer.active = false;
   }
 
@@ -184,18 +190,23 @@ class RecoveringChannel extends EventEmitter {
   // channel: a consume of a missing queue would close this one). A consume the server refuses
   // (an exclusive consumer elsewhere) is reported and left out, and the channel it closed is
   // opened again for the rest.
+  // From here the recovery's channel takes the acks and publishes of its consumers' callbacks
+  // (the entities they use are declared again by now).
   async restoreConsumers(replay, model) {
     while (this.#state === 'lost' && !this.#closing) {
       if (this.#next === null) await this.reopen(model);
-      if (await this.#consumeAgain(replay, model)) break;
+      this.#nextInUse = this.#next !== null;
+      await this.#consumeAgain(replay, model);
+      if (this.#next !== null) break; // else a consume was refused and closed it: again on another
     }
     this.#nextReady = this.#next !== null;
   }
 
-  // One pass over the consumers not consuming: true once done, false when the recovery's
-  // channel closed under it (a consume refused), to go again on another.
+  // One pass over the consumers not consuming, until the recovery's channel closes under it.
   async #consumeAgain(replay, model) {
+    const going = () => this.#next !== null && !this.#closing && this.#state === 'lost';
     for (const [tag, consumer] of [...this.#consumers]) {
+      if (!going()) return;
       if (consumer.active || this.#consumers.get(tag) !== consumer) continue;
       try {
         await replay.run((ch) => ch.checkQueue(this.#topology.currentName(consumer.queue)));
@@ -205,33 +216,37 @@ class RecoveringChannel extends EventEmitter {
         this.#awaitQueue(tag, consumer);
         continue;
       }
-      if (this.#closing || this.#state !== 'lost') return true;
-      if (this.#next === null) return false;
+      if (!going()) return;
+      const channel = this.#next;
+      this.#resubscribingOn = channel;
       try {
-        await this.#resubscribe(this.#next, consumer);
+        await this.#resubscribe(channel, consumer);
       } catch (err) {
-        if (this.#closing || this.#state !== 'lost') return true;
+        if (this.#closing || this.#state !== 'lost') return;
         if (model.connection.isClosed) throw err;
         this.#consumers.delete(tag);
         this.#topology.reportError(err, { kind: 'consumer', queue: consumer.queue, consumerTag: tag });
-        return false;
+      } finally {
+        if (this.#resubscribingOn === channel) this.#resubscribingOn = null;
       }
     }
-    return true;
   }
 
   resume() {
     if (this.#state !== 'lost' || this.#next === null || this.#closing) return;
     this.#channel = this.#next;
     this.#next = null;
+    this.#nextInUse = false;
     this.#state = 'open';
     this.#lossTold = false;
     this.#unconfirmedLost = false;
     // What waited goes first, in its order, before anything published from here on.
-    if (this.#held.length > 0) this.#sendHeld();
+    const roomy = this.#sendHeld();
     for (const waiter of this.#waiters.splice(0)) waiter.resolve(this.#channel);
     emitSafely(this, 'recovered');
-    if (this.#drainOwed) {
+    // A 'drain' owed is told once there is room; if what was held filled the socket, the
+    // channel's own 'drain' tells it later.
+    if (this.#drainOwed && roomy) {
       this.#drainOwed = false;
       emitSafely(this, 'drain');
     }
@@ -294,16 +309,21 @@ class RecoveringChannel extends EventEmitter {
   }
 
   // The channel a delivery's acknowledgement or a publish goes to: the one in use, or the one a
-  // recovery is setting up (its consumers' callbacks run before the recovery is over); null
-  // while there is none; the last one, which refuses, once closed.
+  // recovery is bringing the consumers back on (their callbacks run before the recovery is
+  // over); null while there is none.
+  #usable() {
+    return this.#channel ?? (this.#nextInUse ? this.#next : null);
+  }
+
+  // The same, or the last one, which refuses, once closed.
   #current() {
-    return this.#channel ?? this.#next ?? (this.#state === 'closed' ? this.#last : null);
+    return this.#usable() ?? (this.#state === 'closed' ? this.#last : null);
   }
 
   // The channel an acknowledgement of `message` goes to, or null when it is dropped: the
   // delivery came on a connection since lost.
   #settling(message) {
-    const channel = this.#channel ?? this.#next;
+    const channel = this.#usable();
     if (channel === null) {
       if (this.#state === 'closed') return this.#last;
       this.droppedAcks++;
@@ -347,7 +367,10 @@ class RecoveringChannel extends EventEmitter {
   // delivery), the consumer waits for its queue and consumes again.
   #cancelledByServer(consumer) {
     const tag = consumer.options.consumerTag;
-    if (this.#consumers.get(tag) !== consumer) return consumer.callback(null);
+    if (this.#consumers.get(tag) !== consumer) {
+      this.#unrecorded.delete(tag); // a drained close has no cancel to send for it
+      return consumer.callback(null);
+    }
     consumer.active = false;
     if (this.#topology.isBeingDeleted(consumer.queue)) {
       this.#consumers.delete(tag);
@@ -380,11 +403,16 @@ class RecoveringChannel extends EventEmitter {
     consumer.subscribing = true;
     try {
       await channel.consume(this.#topology.currentName(consumer.queue), consumer.deliver, consumer.options);
-      consumer.active = true;
+      consumer.active = this.#onCurrent(channel);
       return true;
     } finally {
       consumer.subscribing = false;
     }
+  }
+
+  // Whether `channel` is still this one's underneath (the connection was not lost since).
+  #onCurrent(channel) {
+    return channel === this.#channel || channel === this.#next;
   }
 
   // --- the channel's methods ---
@@ -421,9 +449,10 @@ class RecoveringChannel extends EventEmitter {
     return (await this.#ready('checkQueue')).checkQueue(this.#topology.currentName(queue));
   }
 
+  // A queue's name is looked up once the channel is ready: a recovery meanwhile may rename it.
   async deleteQueue(queue, options) {
-    const name = this.#topology.currentName(queue);
     const channel = await this.#ready('deleteQueue');
+    const name = this.#topology.currentName(queue);
     const ok = await this.#topology.deletingQueue(name, () => channel.deleteQueue(name, options));
     this.#topology.forgetQueue(name);
     return ok;
@@ -434,15 +463,17 @@ class RecoveringChannel extends EventEmitter {
   }
 
   async bindQueue(queue, source, pattern, args) {
+    const channel = await this.#ready('bindQueue');
     const name = this.#topology.currentName(queue);
-    const ok = await (await this.#ready('bindQueue')).bindQueue(name, source, pattern, args);
+    const ok = await channel.bindQueue(name, source, pattern, args);
     this.#topology.recordBinding('queue', name, source, pattern, args);
     return ok;
   }
 
   async unbindQueue(queue, source, pattern, args) {
+    const channel = await this.#ready('unbindQueue');
     const name = this.#topology.currentName(queue);
-    const ok = await (await this.#ready('unbindQueue')).unbindQueue(name, source, pattern, args);
+    const ok = await channel.unbindQueue(name, source, pattern, args);
     this.#topology.forgetBinding('queue', name, source, pattern, args);
     return ok;
   }
@@ -496,7 +527,9 @@ class RecoveringChannel extends EventEmitter {
     consumer.deliver = this.#deliverTo(consumer);
     const ok = await channel.consume(consumer.queue, consumer.deliver, options);
     consumer.options.consumerTag = ok.consumerTag;
-    consumer.active = true;
+    // The consume-ok and the connection's end may come in one read: a consumer of a channel
+    // lost meanwhile is not active, and the recovery consumes again.
+    consumer.active = this.#onCurrent(channel);
     if (this.#topology.admitsConsumer(consumer.queue, ok.consumerTag, consumer.options)) this.#consumers.set(ok.consumerTag, consumer);
     else this.#unrecorded.add(ok.consumerTag);
     return ok;
@@ -579,6 +612,8 @@ class RecoveringChannel extends EventEmitter {
       // Those of the lost connection failed: a wait that began before is rejected by its
       // channel, one that begins now is told so.
       if (this.#state === 'lost' && this.#unconfirmedLost) throw new Error('channel closed: publishes were unconfirmed when the connection was lost');
+      // Closed: as amqplib's closed channel (resolves with nothing pending).
+      if (this.#state === 'closed') return this.#last.waitForConfirms();
       return (await this.#ready('waitForConfirms')).waitForConfirms();
     }
     if (this.#state === 'closed' && this.#closedWithUnconfirmed) throw new Error('channel closed');
@@ -645,7 +680,9 @@ class RecoveringChannel extends EventEmitter {
     // make it hold without end.
     if (this.#held.length >= 2 * this.#republish.maxMessages || this.#heldBytes >= 2 * this.#republish.maxBytes) {
       this.#drainOwed = true;
-      callBack(this, cb, new Error('publish refused: too many publishes wait for the connection to be recovered'));
+      const refused = new Error('publish refused: too many publishes wait for the connection to be recovered');
+      // Never within publish() itself, as amqplib's callbacks.
+      process.nextTick(() => callBack(this, cb, refused));
       return false;
     }
     this.#unsettled.add(publish);
@@ -721,8 +758,11 @@ class RecoveringChannel extends EventEmitter {
     return taken;
   }
 
+  // Sends what was held: true if the socket took it all without asking to wait.
   #sendHeld() {
-    for (const publish of this.#takeHeld(this.#held.length)) this.#send(publish, true);
+    let roomy = true;
+    for (const publish of this.#takeHeld(this.#held.length)) if (!this.#send(publish, true)) roomy = false;
+    return roomy;
   }
 
   #failHeld(err) {
@@ -746,20 +786,20 @@ class RecoveringChannel extends EventEmitter {
   }
 }
 
-// A publish's callback, told its outcome; its throw goes to the channel's 'handler-error' when
-// someone listens, else it is thrown on its own, uncaught, as any callback's throw would be,
-// never into the work that settles it (a close failing the rest, a timer not armed again).
+// A publish's callback, told its outcome; its throw never goes into the work that settles it
+// (a close failing the rest, a timer not armed again): see reportThrow.
 function callBack(channel, cb, err) {
   if (typeof cb !== 'function') return;
   try {
     cb(err);
   } catch (thrown) {
-    if (channel.listenerCount('handler-error') > 0) channel.emit('handler-error', thrown, 'publish callback');
-    else
-      process.nextTick(() => {
-        throw thrown;
-      });
+    reportThrow(channel, thrown, 'publish callback');
   }
+}
+
+// The server's channel.close names the method it refuses: basic.consume is class 60, method 20.
+function isConsumeRefusal(err) {
+  return err.classId === 60 && err.methodId === 20;
 }
 
 function isTable(value) {

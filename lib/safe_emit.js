@@ -10,24 +10,32 @@ function safeEmit(emitter, event, arg) {
     else emitter.emit(event);
   } catch (err) {
     if (emitter.listenerCount('handler-error') === 0) throw err;
-    setImmediate(() => emitter.emit('handler-error', err, event));
+    reportThrow(emitter, err, event);
   }
 }
 
 // An event whose emitter must go on whatever its listeners do (the recovery's): a listener's
-// throw goes to 'handler-error' when someone listens for that, else it is thrown on its own on
-// the next tick (uncaught, as any listener's throw is), never into the emitter's work.
+// throw never goes into the emitter's work (see reportThrow).
 function emitSafely(emitter, event, ...args) {
   try {
     emitter.emit(event, ...args);
   } catch (err) {
-    if (emitter.listenerCount('handler-error') > 0) emitter.emit('handler-error', err, event);
-    else
-      process.nextTick(() => {
-        throw err;
-      });
+    reportThrow(emitter, err, event);
   }
+}
+
+// A listener's or callback's throw, caught where it must not stop the work: told to
+// 'handler-error' (err, what) on the next turn when someone listens for that (so that a throw
+// of that listener too lands outside the work), else thrown on its own on the next tick,
+// uncaught, as any listener's throw is.
+function reportThrow(emitter, err, what) {
+  if (emitter.listenerCount('handler-error') > 0) setImmediate(() => emitter.emit('handler-error', err, what));
+  else
+    process.nextTick(() => {
+      throw err;
+    });
 }
 
 module.exports = safeEmit;
 module.exports.emitSafely = emitSafely;
+module.exports.reportThrow = reportThrow;

@@ -100,6 +100,7 @@ class Topology {
   #bindings = new Map(); // bindingKey -> { kind, type, destination, source, pattern, args }
   #aliases = new Map(); // an old server-named queue's name -> its name now
   #deleting = new Set(); // queues being deleted through a recovering channel now
+  #ending = new AbortController(); // cuts the record's waits short once recovery is over
 
   constructor(model, given) {
     this.#model = model;
@@ -327,6 +328,7 @@ class Topology {
   // Recovery is over (close(), or it gave up): every recovering channel closes.
   end(err) {
     this.#ended = err;
+    this.#ending.abort();
     for (const channel of [...this.channels]) channel.end(err);
   }
 
@@ -340,7 +342,7 @@ class Topology {
       } catch (err) {
         if (replay.connectionLost) throw err;
         if (attempt < REPLAY_RETRIES && worthRetrying(err, entity)) {
-          await delay(REPLAY_RETRY_DELAY);
+          await delay(REPLAY_RETRY_DELAY, this.#ending.signal);
           continue;
         }
         this.reportError(err, entity);
@@ -384,7 +386,7 @@ class Topology {
       } catch {
         // not there yet (or the connection went: the recovery consumes again)
       }
-      await delay(wait);
+      await delay(wait, this.#ending.signal);
     }
   }
 }
