@@ -5,7 +5,7 @@
 // everything after a lost connection is the recovering model's (`recovery.topology`, with
 // `republish`). What it sees is counted: every publish's outcomes (each must come once), what
 // was consumed (and twice: a redelivery, or a republished copy), the replies, and how soon
-// deliveries come again after the consumer's channel is recovered.
+// deliveries come again after the consumer's model reconnects.
 
 const { QUORUM, sleep } = require('./service');
 
@@ -21,8 +21,9 @@ async function startTopologyService(amqp, urls, queue, { perTick = 10, socketOpt
     received: new Set(),
     duplicates: { redelivered: 0, republished: 0, other: 0 },
     replies: 0,
-    repliesAt: [], // when each reply came
     recoveredAt: [], // when the consumer's channel was recovered
+    // From the start of the consumer's reconnect that succeeded to its first delivery after,
+    // per recovery; Infinity for one lost again before any delivery came.
     firstDeliveryLagMs: [],
     errors: [],
     topologyErrors: [],
@@ -33,8 +34,6 @@ async function startTopologyService(amqp, urls, queue, { perTick = 10, socketOpt
 
   // The publisher, on node 0 first.
   const publisherModel = await connect(0);
-  // Consumer's first delivery after each recovery: how long it took.
-  let awaitingFirst = null;
   const models = [publisherModel];
   const pub = await publisherModel.createConfirmChannel();
   await pub.assertExchange(exchange, 'direct', { durable: true });
@@ -46,7 +45,6 @@ async function startTopologyService(amqp, urls, queue, { perTick = 10, socketOpt
     replyQueue,
     () => {
       state.replies++;
-      state.repliesAt.push(Date.now());
     },
     { noAck: true },
   );
@@ -57,14 +55,30 @@ async function startTopologyService(amqp, urls, queue, { perTick = 10, socketOpt
   const sub = await consumerModel.createChannel();
   await sub.assertQueue(queue, QUORUM);
   await sub.prefetch(200);
+  // Deliveries may come before 'recovered' (as soon as the consumer is back, while the
+  // recovery finishes): the lag is counted from when the attempt that reconnected began.
+  const lag = { lost: false, recovered: false, attemptBegan: 0, firstDeliveryAt: 0 };
+  const measured = () => {
+    state.firstDeliveryLagMs.push(lag.firstDeliveryAt - lag.attemptBegan);
+    lag.lost = false;
+  };
+  consumerModel.on('reconnect-scheduled', ({ delay }) => {
+    lag.attemptBegan = Date.now() + delay;
+    lag.firstDeliveryAt = 0; // one during an attempt that failed is not this one's
+  });
+  sub.on('lost', () => {
+    if (lag.lost && lag.recovered) state.firstDeliveryLagMs.push(Infinity);
+    Object.assign(lag, { lost: true, recovered: false, firstDeliveryAt: 0 });
+  });
   sub.on('recovered', () => {
     state.recoveredAt.push(Date.now());
-    awaitingFirst = Date.now();
+    lag.recovered = true;
+    if (lag.lost && lag.firstDeliveryAt !== 0) measured();
   });
   await sub.consume(queue, (msg) => {
-    if (awaitingFirst !== null) {
-      state.firstDeliveryLagMs.push(Date.now() - awaitingFirst);
-      awaitingFirst = null;
+    if (lag.lost && lag.firstDeliveryAt === 0) {
+      lag.firstDeliveryAt = Date.now();
+      if (lag.recovered) measured();
     }
     const n = Number(msg.content.toString());
     if (state.received.has(n)) {
