@@ -120,6 +120,33 @@ describe('hostile servers', () => {
     }
   });
 
+  it('a reply nothing asked for: a frame error that names it, where amqplib fails with a TypeError; the connection closes in both', async () => {
+    const outcome = async (library) => {
+      const server = await fakeServer(async ({ send, expect }) => {
+        const open = await expect(defs.ChannelOpen);
+        send(defs.ChannelOpenOk, { channelId: Buffer.alloc(0) }, open.channel);
+        send(defs.BasicQosOk, {}, open.channel);
+        expect(defs.ConnectionClose).then(() => send(defs.ConnectionCloseOk, {}), () => {});
+      });
+      try {
+        const conn = await library.connect(server.url);
+        const closed = new Promise((resolve) => conn.once('close', resolve));
+        let error = null;
+        conn.on('error', (err) => {
+          error = err;
+        });
+        await conn.createChannel().catch(() => {});
+        await closed;
+        return error;
+      } finally {
+        await server.close();
+      }
+    };
+    const [ours, theirs] = [await outcome(amqp), await outcome(latest)];
+    assert.strictEqual(ours.message, 'Unexpected BasicQosOk on channel 1: no request waits for a reply');
+    assert.strictEqual(theirs.name, 'TypeError');
+  });
+
   it('a header declaring an enormous body, then nothing: memory stays bounded', async () => {
     const before = process.memoryUsage().rss;
     const props = Buffer.concat([Buffer.from([0, 60, 0, 0]), u64(2 ** 50), Buffer.from([0, 0])]);

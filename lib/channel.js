@@ -379,8 +379,11 @@ class Channel extends EventEmitter {
   }
 
   // The reply to the RPC in flight; the next queued RPC goes out before it is handled.
+  // One with no request waiting is a frame error, as in amqplib (whose TypeError names
+  // nothing): named here, method and channel, for whoever has to find where it came from.
   acceptReply(f) {
     const reply = this.reply;
+    if (reply === null) throw new Error(fmt('Unexpected %s on channel %d: no request waits for a reply', methodName(f.id), this.ch));
     this.reply = null;
     const failed = this.sendNextPending();
     reply(null, f);
