@@ -777,6 +777,40 @@ describe('topology recovery', () => {
     await model.close();
   });
 
+  it("a consumer the server cancelled, whose consume again is refused (its queue taken by an exclusive consumer once looked for): reported, and the channel comes back with its other consumers", async () => {
+    const errors = [];
+    const { model } = await recoveringThroughProxy({ onError: (err, entity) => errors.push([err.code, entity.kind]) });
+    const ch = await model.createChannel();
+    const taken = uniqueName('topology-taken');
+    const other = uniqueName('topology-other');
+    await ch.assertQueue(taken);
+    await ch.assertQueue(other);
+    cleanup.push(async () => (await observe()).deleteQueue(taken));
+    cleanup.push(async () => (await observe()).deleteQueue(other));
+    await ch.consume(taken, () => {});
+    const box = inbox();
+    await ch.consume(other, box.take);
+    let closed = false;
+    ch.on('close', () => {
+      closed = true;
+    });
+    const look = await observe();
+    const cancelled = once(ch, 'consumer-cancelled');
+    await look.deleteQueue(taken);
+    await cancelled;
+    // Declared again and consumed exclusively elsewhere: the channel's look finds the queue,
+    // and its consume is refused (403).
+    const recovered = once(ch, 'recovered');
+    await look.assertQueue(taken);
+    await look.consume(taken, () => {}, { exclusive: true });
+    await withTimeout(recovered, 10000, "the channel's recovery");
+    assert.deepStrictEqual(errors, [[403, 'consumer']]);
+    assert.strictEqual(closed, false);
+    look.sendToQueue(other, Buffer.from('still consumed'));
+    await box.count(1);
+    await model.close();
+  });
+
   it('options are checked', async () => {
     await assert.rejects(amqp.connect(AMQP_URL, { recovery: { topology: { filter: 'yes' } } }), /recovery.topology.filter must be a function/);
     await assert.rejects(amqp.connect(AMQP_URL, { recovery: { topology: { waitTimeout: -1 } } }), /waitTimeout/);

@@ -58,6 +58,7 @@ class RecoveringChannel extends EventEmitter {
   #nextReady = false; // the recovery's channel has its consumers back
   #resubscribingOn = null; // the channel a consume of this one's (not the service's) is on its way on
   #consumeRefusedOn = null; // the channel the server closed for refusing that consume
+  #consumeRefusal = null; // and why
   #lossTold = false; // 'lost' was emitted for the connection lost now
   #unconfirmedLost = false; // publishes were unconfirmed on the channel lost now
   #closedWithUnconfirmed = false; // closed for good with publishes unsettled: waits fail
@@ -103,8 +104,10 @@ class RecoveringChannel extends EventEmitter {
     // recovery's (its consumers' callbacks use it); unheard, it is thrown, as amqplib's. One
     // that refuses a consume this channel made again is the recovery's (reported).
     channel.on('error', (err) => {
-      if (channel === this.#resubscribingOn && isConsumeRefusal(err)) this.#consumeRefusedOn = channel;
-      else if (channel === this.#channel || channel === this.#next) this.emit('error', err);
+      if (channel === this.#resubscribingOn && isConsumeRefusal(err)) {
+        this.#consumeRefusedOn = channel;
+        this.#consumeRefusal = err;
+      } else if (channel === this.#channel || channel === this.#next) this.emit('error', err);
     });
     for (const name of FORWARDED_EVENTS) {
       channel.on(name, (arg) => {
@@ -121,11 +124,16 @@ class RecoveringChannel extends EventEmitter {
     if (this.#topology.ended) this.end(this.#topology.ended);
     else if (this.#closing) this.#closeForGood();
     else if (channel.connection.isClosed) this.#detach(channel);
-    // A consume a recovery made again, refused (an exclusive consumer elsewhere): the recovery
-    // opens another, and consumes again what was consumed on it. Anything else that closes a
-    // channel (the service's own doing, an ack twice) closes it for good, as outside recovery.
-    else if (channel === this.#next && channel === this.#consumeRefusedOn) this.#dropNext();
-    else this.#closeForGood();
+    // A consume this channel made again by itself, refused (an exclusive consumer elsewhere,
+    // or its queue gone again since it was looked for): a recovery opens another and consumes
+    // again what was consumed on it; on the channel in use, the channel is lost and comes back
+    // so on the same connection. Anything else that closes a channel (the service's own doing,
+    // an ack twice) closes it for good, as outside recovery.
+    else if (channel === this.#consumeRefusedOn && channel === this.#next) this.#dropNext();
+    else if (channel === this.#consumeRefusedOn && channel === this.#channel) {
+      this.lose(this.#consumeRefusal);
+      this.#topology.restoreChannel(this);
+    } else this.#closeForGood();
   }
 
   #dropNext() {
@@ -217,17 +225,13 @@ class RecoveringChannel extends EventEmitter {
         continue;
       }
       if (!going()) return;
-      const channel = this.#next;
-      this.#resubscribingOn = channel;
       try {
-        await this.#resubscribe(channel, consumer);
+        await this.#resubscribeOn(this.#next, consumer);
       } catch (err) {
         if (this.#closing || this.#state !== 'lost') return;
         if (model.connection.isClosed) throw err;
         this.#consumers.delete(tag);
         this.#topology.reportError(err, { kind: 'consumer', queue: consumer.queue, consumerTag: tag });
-      } finally {
-        if (this.#resubscribingOn === channel) this.#resubscribingOn = null;
       }
     }
   }
@@ -389,12 +393,22 @@ class RecoveringChannel extends EventEmitter {
     const wanted = () => this.#state !== 'closed' && !consumer.active && this.#consumers.get(tag) === consumer;
     const resubscribe = async () => {
       if (this.#state !== 'open') return false;
-      if (await this.#resubscribe(this.#channel, consumer)) emitSafely(this, 'consumer-recovered', { consumerTag: tag, queue: consumer.queue });
+      if (await this.#resubscribeOn(this.#channel, consumer)) emitSafely(this, 'consumer-recovered', { consumerTag: tag, queue: consumer.queue });
       return true;
     };
     this.#topology.awaitQueue(consumer.queue, wanted, resubscribe).finally(() => {
       consumer.awaiting = false;
     });
+  }
+
+  // #resubscribe, its refusal told from the service's own channel errors (see #watch).
+  async #resubscribeOn(channel, consumer) {
+    this.#resubscribingOn = channel;
+    try {
+      return await this.#resubscribe(channel, consumer);
+    } finally {
+      if (this.#resubscribingOn === channel) this.#resubscribingOn = null;
+    }
   }
 
   // Consumes again, unless it is active or a consume of it is on its way: true if it did.

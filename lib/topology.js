@@ -312,6 +312,25 @@ class Topology {
     }
   }
 
+  // A recovering channel whose own consume (of a consumer the server had cancelled) was
+  // refused, which closed its channel: opened again on the same connection, with the rest of
+  // its consumers (the refused one reported and left out as in a replay). Should the
+  // connection go meanwhile, the recovery brings the channel back instead.
+  async restoreChannel(channel) {
+    const model = this.#model.currentModelNow();
+    if (!model) return;
+    const replay = new ReplayChannel(model);
+    try {
+      await channel.reopen(model);
+      await channel.restoreConsumers(replay, model);
+      if (this.#model.currentModelNow() === model && !model.connection.isClosed) channel.resume();
+    } catch {
+      // the connection went: the recovery's
+    } finally {
+      replay.close();
+    }
+  }
+
   // The new connection is the current one: the recovering channels go on.
   resumed() {
     for (const channel of this.channels) channel.resume();
