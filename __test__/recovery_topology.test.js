@@ -10,6 +10,7 @@
 const { describe, it, after } = require('node:test');
 const assert = require('node:assert');
 const { once } = require('node:events');
+const { spawnSync } = require('node:child_process');
 const { Proxy } = require('./proxy');
 const { AMQP_URL, uniqueName, withTimeout, waitUntil, delay, openConnection, closeQuietly } = require('./helpers');
 
@@ -809,6 +810,19 @@ describe('topology recovery', () => {
     look.sendToQueue(other, Buffer.from('still consumed'));
     await box.count(1);
     await model.close();
+  });
+
+  it("the callback API: a callback's throw is an uncaught exception, as in any callback API, not an unhandled rejection", () => {
+    const script = `
+      const amqp = require(${JSON.stringify(require.resolve('../callback_api'))});
+      process.on('unhandledRejection', (err) => { console.log('unhandled rejection: ' + err.message); process.exit(0); });
+      process.on('uncaughtException', (err) => { console.log('uncaught exception: ' + err.message); process.exit(0); });
+      amqp.connect(${JSON.stringify(AMQP_URL)}, { recovery: { topology: true } }, (err, model) => {
+        if (err) throw err;
+        model.createChannel((err) => { throw new Error('thrown by the callback'); });
+      });`;
+    const run = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20000 });
+    assert.strictEqual(run.stdout.trim(), 'uncaught exception: thrown by the callback', run.stderr);
   });
 
   it('options are checked', async () => {

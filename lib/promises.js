@@ -64,12 +64,26 @@ function fromCallback(call) {
   });
 }
 
-// Report a promise's outcome to an optional node-style callback.
+// Report a promise's outcome to an optional node-style callback. A throw of the callback is
+// thrown on its own, uncaught, as a callback's throw is in any callback API (inside the
+// promise's handlers it would be an unhandled rejection instead).
 function toCallback(promise, cb) {
-  const callback = typeof cb === 'function' ? cb : () => {};
+  if (typeof cb !== 'function') {
+    promise.catch(() => {});
+    return;
+  }
+  const call = (...args) => {
+    try {
+      cb(...args);
+    } catch (thrown) {
+      process.nextTick(() => {
+        throw thrown;
+      });
+    }
+  };
   promise.then(
-    (value) => callback(null, value),
-    (err) => callback(asError(err, 'Operation failed')),
+    (value) => call(null, value),
+    (err) => call(asError(err, 'Operation failed')),
   );
 }
 
