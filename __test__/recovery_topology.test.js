@@ -780,7 +780,7 @@ describe('topology recovery', () => {
 
   it("a consumer the server cancelled, whose consume again is refused (its queue taken by an exclusive consumer once looked for): reported, and the channel comes back with its other consumers", async () => {
     const errors = [];
-    const { model } = await recoveringThroughProxy({ onError: (err, entity) => errors.push([err.code, entity.kind]) });
+    const { proxy, model } = await recoveringThroughProxy({ onError: (err, entity) => errors.push([err.code, entity.kind]) });
     const ch = await model.createChannel();
     const taken = uniqueName('topology-taken');
     const other = uniqueName('topology-other');
@@ -799,11 +799,14 @@ describe('topology recovery', () => {
     const cancelled = once(ch, 'consumer-cancelled');
     await look.deleteQueue(taken);
     await cancelled;
-    // Declared again and consumed exclusively elsewhere: the channel's look finds the queue,
-    // and its consume is refused (403).
+    // Declared again and consumed exclusively elsewhere while the model's link is held (so that
+    // its looks for the queue wait): then its look finds the queue, and its consume is refused
+    // (403).
+    proxy.stall();
     const recovered = once(ch, 'recovered');
     await look.assertQueue(taken);
     await look.consume(taken, () => {}, { exclusive: true });
+    proxy.resume();
     await withTimeout(recovered, 10000, "the channel's recovery");
     assert.deepStrictEqual(errors, [[403, 'consumer']]);
     assert.strictEqual(closed, false);
