@@ -55,7 +55,6 @@ class RecoveringChannel extends EventEmitter {
   #drainOwed = false; // a publish returned false: 'drain' follows, at the latest on recovery
   #closing = false; // close() was called
   #nextInUse = false; // the recovery's channel takes publishes and acks: its consumers are coming back
-  #nextReady = false; // the recovery's channel has its consumers back
   #resubscribingOn = null; // the channel a consume of this one's (not the service's) is on its way on
   #consumeRefusedOn = null; // the channel the server closed for refusing that consume
   #consumeRefusal = null; // and why
@@ -171,7 +170,6 @@ class RecoveringChannel extends EventEmitter {
       if (refused === null && !this.#closing && this.#state === 'lost') {
         this.#tagBase = this.#lastTag;
         this.#next = channel;
-        this.#nextReady = false;
         return;
       }
       if (refused === null) channel.close().catch(() => {}); // close() came meanwhile
@@ -207,7 +205,6 @@ class RecoveringChannel extends EventEmitter {
       await this.#consumeAgain(replay, model);
       if (this.#next !== null) break; // else a consume was refused and closed it: again on another
     }
-    this.#nextReady = this.#next !== null;
   }
 
   // One pass over the consumers not consuming, until the recovery's channel closes under it.
