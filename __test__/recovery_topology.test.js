@@ -84,6 +84,10 @@ describe('topology recovery', () => {
     return ch;
   }
 
+  // Deletes what a test declared, after the last test (by the observer, which outlives it).
+  const deleteQueueAfter = (queue) => cleanup.push(async () => (await observe()).deleteQueue(queue));
+  const deleteExchangeAfter = (exchange) => cleanup.push(async () => (await observe()).deleteExchange(exchange));
+
   it('a channel keeps its exchange, server-named queue, binding, prefetch and consumer across a cut', async () => {
     const { proxy, model, log } = await recoveringThroughProxy();
     const ch = await model.createConfirmChannel();
@@ -131,7 +135,7 @@ describe('topology recovery', () => {
     const ch = await model.createChannel();
     const q = uniqueName('topology-acks');
     await ch.assertQueue(q); // durable: RabbitMQ 4.x may refuse transient shared queues
-    cleanup.push(async () => (await observe()).deleteQueue(q));
+    deleteQueueAfter(q);
     const box = inbox();
     await ch.consume(q, box.take);
     ch.sendToQueue(q, Buffer.from('1'));
@@ -200,7 +204,7 @@ describe('topology recovery', () => {
     const recovered = once(ch, 'consumer-recovered');
     await delay(300);
     await look.assertQueue(q);
-    cleanup.push(async () => (await observe()).deleteQueue(q));
+    deleteQueueAfter(q);
     assert.deepStrictEqual((await withTimeout(recovered, 10000, 'consumer-recovered'))[0], { consumerTag, queue: q });
     look.sendToQueue(q, Buffer.from('back'));
     await box.count(1);
@@ -216,7 +220,7 @@ describe('topology recovery', () => {
     const kept = uniqueName('topology-kept');
     await ch.assertQueue(changed);
     await ch.assertQueue(kept, { exclusive: true });
-    cleanup.push(async () => (await observe()).deleteQueue(changed));
+    deleteQueueAfter(changed);
     const look = await observe();
     // While the model is away, the queue is declared again with other arguments: its replay is
     // refused (406), and the exclusive queue after it is declared all the same.
@@ -260,7 +264,7 @@ describe('topology recovery', () => {
     const channels = await Promise.all(Array.from({ length: 8 }, () => model.createChannel()));
     const exchange = uniqueName('topology-churn');
     await channels[0].assertExchange(exchange, 'fanout', { autoDelete: false, durable: false });
-    cleanup.push(async () => (await observe()).deleteExchange(exchange));
+    deleteExchangeAfter(exchange);
     const before = model._topology.size;
     const churn = async (ch) => {
       for (let i = 0; i < CHURN / channels.length; i++) {
@@ -285,8 +289,8 @@ describe('topology recovery', () => {
     const out = uniqueName('topology-gap-out');
     await ch.assertQueue(q);
     await ch.assertQueue(out);
-    cleanup.push(async () => (await observe()).deleteQueue(q));
-    cleanup.push(async () => (await observe()).deleteQueue(out));
+    deleteQueueAfter(q);
+    deleteQueueAfter(out);
     await ch.prefetch(5);
     let handled = 0;
     // Forward, then ack: the first deliveries of the new channel come with its consume-ok,
@@ -327,14 +331,14 @@ describe('topology recovery', () => {
     const kept = uniqueName('topology-kept-consumer');
     await ch.assertQueue(taken);
     await ch.assertQueue(kept);
-    cleanup.push(async () => (await observe()).deleteQueue(taken));
-    cleanup.push(async () => (await observe()).deleteQueue(kept));
+    deleteQueueAfter(taken);
+    deleteQueueAfter(kept);
     // One consumer before the refused one (consumed on the channel the refusal closes), one after.
     const box = inbox();
     const before = inbox();
     const keptBefore = uniqueName('topology-kept-before');
     await ch.assertQueue(keptBefore);
-    cleanup.push(async () => (await observe()).deleteQueue(keptBefore));
+    deleteQueueAfter(keptBefore);
     await ch.consume(keptBefore, before.take, { noAck: true });
     await ch.consume(taken, () => {}, { noAck: true, exclusive: true });
     await ch.consume(kept, box.take, { noAck: true });
@@ -400,7 +404,7 @@ describe('topology recovery', () => {
     const ch = await model.createChannel();
     const exchange = uniqueName('topology-headers');
     await ch.assertExchange(exchange, 'headers', { autoDelete: false, durable: false });
-    cleanup.push(async () => (await observe()).deleteExchange(exchange));
+    deleteExchangeAfter(exchange);
     const { queue } = await ch.assertQueue('', { exclusive: true });
     await ch.bindQueue(queue, exchange, '', {});
     await ch.bindQueue(queue, exchange, '', { a: 1, 'x-match': 'any' });
@@ -431,8 +435,8 @@ describe('topology recovery', () => {
     const { queue: reply } = await pub.assertQueue('', { exclusive: true });
     await pub.bindQueue(q, exchange, 'k');
     await pub.bindQueue(reply, exchange, 'reply');
-    cleanup.push(async () => (await observe()).deleteQueue(q));
-    cleanup.push(async () => (await observe()).deleteExchange(exchange));
+    deleteQueueAfter(q);
+    deleteExchangeAfter(exchange);
     await sub.prefetch(20);
     const received = new Map();
     await sub.consume(q, (msg) => {
@@ -494,7 +498,7 @@ describe('topology recovery', () => {
     const ch = await fixture.model.createConfirmChannel();
     const q = uniqueName('topology-republish');
     await ch.assertQueue(q);
-    cleanup.push(async () => (await observe()).deleteQueue(q));
+    deleteQueueAfter(q);
     const outcomes = new Map(); // n -> [outcomes]
     const publish = (n) =>
       ch.sendToQueue(q, Buffer.from(String(n)), { messageId: String(n) }, (err) => {
@@ -574,7 +578,7 @@ describe('topology recovery', () => {
       const pub = await model.createConfirmChannel();
       const q = uniqueName('topology-drain');
       await ch.assertQueue(q);
-      cleanup.push(async () => (await observe()).deleteQueue(q));
+      deleteQueueAfter(q);
       await ch.prefetch(10);
       let handled = 0;
       let first;
@@ -616,7 +620,7 @@ describe('topology recovery', () => {
       const ch = await model.createChannel();
       const q = uniqueName('topology-drain-late');
       await ch.assertQueue(q);
-      cleanup.push(async () => (await observe()).deleteQueue(q));
+      deleteQueueAfter(q);
       const got = new Promise((resolve) => ch.consume(q, resolve)); // never acked
       ch.sendToQueue(q, Buffer.from('held'));
       await got;
@@ -704,7 +708,7 @@ describe('topology recovery', () => {
     const ch = await model.createChannel();
     const exchange = uniqueName('topology-rebind');
     await ch.assertExchange(exchange, 'direct');
-    cleanup.push(async () => (await observe()).deleteExchange(exchange));
+    deleteExchangeAfter(exchange);
     const { queue } = await ch.assertQueue('', { exclusive: true });
     const renames = () => log.filter(([name]) => name === 'queue-renamed').map(([, names]) => names);
     const lost = once(ch, 'lost');
@@ -730,7 +734,7 @@ describe('topology recovery', () => {
     const ch = await model.createChannel();
     const q = uniqueName('topology-own-error');
     await ch.assertQueue(q);
-    cleanup.push(async () => (await observe()).deleteQueue(q));
+    deleteQueueAfter(q);
     let recovering = false;
     const delivered = [];
     await ch.consume(q, (msg) => {
@@ -742,7 +746,7 @@ describe('topology recovery', () => {
     // recovery is still bringing consumers back.
     const other = uniqueName('topology-own-error-2');
     await ch.assertQueue(other);
-    cleanup.push(async () => (await observe()).deleteQueue(other));
+    deleteQueueAfter(other);
     await ch.consume(other, () => {});
     const errors = [];
     ch.on('error', (err) => errors.push(err.code));
@@ -786,8 +790,8 @@ describe('topology recovery', () => {
     const other = uniqueName('topology-other');
     await ch.assertQueue(taken);
     await ch.assertQueue(other);
-    cleanup.push(async () => (await observe()).deleteQueue(taken));
-    cleanup.push(async () => (await observe()).deleteQueue(other));
+    deleteQueueAfter(taken);
+    deleteQueueAfter(other);
     await ch.consume(taken, () => {});
     const box = inbox();
     await ch.consume(other, box.take);

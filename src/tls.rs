@@ -60,10 +60,6 @@ pub fn tls_failure(e: &io::Error) -> Option<&TlsFailure> {
     e.get_ref().and_then(|inner| inner.downcast_ref::<TlsFailure>())
 }
 
-fn failure(code: &'static str, message: impl Into<String>) -> io::Error {
-    io::Error::other(TlsFailure { code, message: message.into() })
-}
-
 /// One of OpenSSL's verify codes that rustls has no error for (see `unknown_issuer`).
 #[derive(Debug)]
 struct VerifyCode(&'static str);
@@ -174,9 +170,14 @@ fn node_message(code: &'static str, error: &Error) -> String {
     }
 }
 
+/// A rustls error as Node would report it.
+fn failure_of(error: &Error) -> TlsFailure {
+    let code = node_code(error);
+    TlsFailure { code, message: node_message(code, error) }
+}
+
 fn tls_error(error: Error) -> io::Error {
-    let code = node_code(&error);
-    failure(code, node_message(code, &error))
+    io::Error::other(failure_of(&error))
 }
 
 /// The certificates of PEM texts (each may hold several) and DER certificates.
@@ -226,8 +227,7 @@ impl ServerCertVerifier for ChainOnly {
     fn verify_server_cert(&self, end_entity: &CertificateDer<'_>, intermediates: &[CertificateDer<'_>], server_name: &ServerName<'_>, ocsp: &[u8], now: UnixTime) -> Result<ServerCertVerified, Error> {
         match self.verify_chain(end_entity, intermediates, server_name, ocsp, now) {
             Err(error) if !self.refuse => {
-                let code = node_code(&error);
-                *self.failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(TlsFailure { code, message: node_message(code, &error) });
+                *self.failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(failure_of(&error));
                 Ok(ServerCertVerified::assertion())
             }
             verdict => verdict,
