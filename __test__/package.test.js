@@ -71,7 +71,7 @@ describe('packaging', () => {
       const platform = JSON.parse(fs.readFileSync(path.join(ROOT, 'npm', dir, 'package.json'), 'utf8'));
       assert.strictEqual(platform.name, `amqplib-rs-${dir}`);
       assert.strictEqual(platform.version, pkg.version);
-      assert.deepStrictEqual(platform.files, [`amqplib_rs.${dir}.node`]);
+      assert.deepStrictEqual(platform.files, [`amqplib_rs.${dir}.node`, 'THIRD_PARTY_LICENSES.md']);
       assert.strictEqual(platform.main, `amqplib_rs.${dir}.node`);
       assert.ok(platform.os && platform.cpu, `${dir} says which os and cpu it is for`);
       if (dir.startsWith('linux-')) assert.deepStrictEqual(platform.libc, [dir.endsWith('-musl') ? 'musl' : 'glibc']);
@@ -129,7 +129,7 @@ describe('packaging', () => {
     } finally {
       fs.rmSync(path.join(platformDir, BINARY), { force: true });
     }
-    assert.deepStrictEqual(platform.files, ['README.md', BINARY, 'package.json']);
+    assert.deepStrictEqual(platform.files, ['README.md', 'THIRD_PARTY_LICENSES.md', BINARY, 'package.json']);
 
     const env = cleanEnv();
     for (const tool of TOOLS) assert.strictEqual(findOnPath(tool, rustFreePath), undefined, `${tool} is not on PATH`);

@@ -32,6 +32,8 @@ const quick = [
   // First, as it is quick: the unsafe code per file and area, printed; fails if an area's
   // count rose above its ceiling (scripts/count-unsafe.js).
   ['unsafe code count', node, ['scripts/count-unsafe.js']],
+  // Each platform package's crate list and license texts match Cargo.lock.
+  ['third-party licenses', node, ['scripts/third-party-licenses.js', '--check']],
   ['Rust tests', 'cargo', ['test', '--release']],
   ['broker', node, ['scripts/broker.js']],
   // test:full has topology recovery's record churn through 5,000 queues, the quick loop 1,000.
