@@ -27,22 +27,22 @@ function tlsCertificates() {
   return made;
 }
 
-// Writes the files FILES names into `dir`; returns it.
-function makeTlsCertificates(dir) {
+// Writes the files FILES names into `dir`, valid for `days`; returns it.
+function makeTlsCertificates(dir, days = 2) {
   const file = (name) => path.join(dir, name);
   const openssl = (...args) => execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
   const ecKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
   fs.mkdirSync(dir, { recursive: true });
-  openssl('req', '-x509', ...ecKey, '-keyout', file('ca.key'), '-out', file(FILES.ca), '-subj', '/CN=amqplib-rs test CA', '-days', '2');
+  openssl('req', '-x509', ...ecKey, '-keyout', file('ca.key'), '-out', file(FILES.ca), '-subj', '/CN=amqplib-rs test CA', '-days', String(days));
   openssl('req', ...ecKey, '-keyout', file(FILES.key), '-out', file('server.csr'), '-subj', '/CN=localhost');
   fs.writeFileSync(file('server.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n');
   openssl('x509', '-req', '-in', file('server.csr'), '-CA', file(FILES.ca), '-CAkey', file('ca.key'), '-CAcreateserial',
-    '-out', file(FILES.cert), '-days', '2', '-extfile', file('server.ext'));
+    '-out', file(FILES.cert), '-days', String(days), '-extfile', file('server.ext'));
   openssl('req', ...ecKey, '-keyout', file(FILES.clientKey), '-out', file('client.csr'), '-subj', '/CN=amqplib-rs test client');
   fs.writeFileSync(file('client.ext'), 'extendedKeyUsage=clientAuth\n'); // and so X.509 v3, as webpki requires
   openssl('x509', '-req', '-in', file('client.csr'), '-CA', file(FILES.ca), '-CAkey', file('ca.key'), '-CAcreateserial',
-    '-out', file(FILES.clientCert), '-days', '2', '-extfile', file('client.ext'));
-  openssl('req', '-x509', ...ecKey, '-keyout', file('other-ca.key'), '-out', file(FILES.otherCa), '-subj', '/CN=amqplib-rs test CA', '-days', '2');
+    '-out', file(FILES.clientCert), '-days', String(days), '-extfile', file('client.ext'));
+  openssl('req', '-x509', ...ecKey, '-keyout', file('other-ca.key'), '-out', file(FILES.otherCa), '-subj', '/CN=amqplib-rs test CA', '-days', String(days));
   return dir;
 }
 

@@ -25,6 +25,7 @@
 // The module logs its steps with NODE_DEBUG=amqplib-rs-cluster; the script always does.
 
 const { spawn } = require('node:child_process');
+const { X509Certificate } = require('node:crypto');
 const fs = require('node:fs');
 const { answers } = require('./answers');
 const { makeTlsCertificates } = require('../__test__/tls_certificates');
@@ -196,10 +197,14 @@ function discoveryConfig(i) {
 const tlsDir = () => path.join(DIR, 'tls');
 const caFile = () => path.join(tlsDir(), 'ca.pem');
 
+// Valid for this many days: longer than a cluster is usually left up. One left up until its
+// certificates near their end is stopped and started cold, with new ones (startUnlocked).
+const CERTIFICATE_DAYS = 30;
+
 function clusterCertificates() {
   const dir = tlsDir();
   const files = { ca: 'ca.pem', cert: 'server.pem', key: 'server.key' };
-  if (Object.values(files).some((file) => !fs.existsSync(path.join(dir, file)))) makeTlsCertificates(dir);
+  if (Object.values(files).some((file) => !fs.existsSync(path.join(dir, file)))) makeTlsCertificates(dir, CERTIFICATE_DAYS);
   return Object.fromEntries(Object.entries(files).map(([name, file]) => [name, fs.readFileSync(path.join(dir, file))]));
 }
 
@@ -318,12 +323,25 @@ async function useKhepri() {
   await ctl(0, ['enable_feature_flag', '--opt-in', 'khepri_db']);
 }
 
+// Whether the certificates the nodes present end within a day (a run may take hours).
+function certificatesExpiring() {
+  const soon = Date.now() + 24 * 3600 * 1000;
+  return ['ca.pem', 'server.pem'].some((file) => {
+    const pem = path.join(tlsDir(), file);
+    return fs.existsSync(pem) && Date.parse(new X509Certificate(fs.readFileSync(pem)).validTo) < soon;
+  });
+}
+
 async function startUnlocked() {
   if ((await allUp()) && (await clusterStatus(0)).running_nodes.length === NODES.length) {
-    // A start that failed at enabling Khepri left the cluster formed without it.
-    if (RELEASE) await useKhepri();
-    log(`already up and formed: ${NODES.map((node) => node.name).join(', ')}`);
-    return;
+    if (!certificatesExpiring()) {
+      // A start that failed at enabling Khepri left the cluster formed without it.
+      if (RELEASE) await useKhepri();
+      log(`already up and formed: ${NODES.map((node) => node.name).join(', ')}`);
+      return;
+    }
+    log(`the certificates in ${tlsDir()} end within a day: stopping the nodes, to start cold with new ones`);
+    await Promise.all(NODES.map((_, i) => stopNode(i)));
   }
   if (NODES.every((_, i) => !nodePid(i))) {
     // Nothing runs: start from blank state, so no queue of an earlier run is left and no node
