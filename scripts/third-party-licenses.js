@@ -11,6 +11,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
+const { platformSuffix } = require('../lib/platform');
 
 const root = path.resolve(__dirname, '..');
 const FILE = 'THIRD_PARTY_LICENSES.md';
@@ -20,16 +21,16 @@ const LICENSE_FILE = /^(licen[cs]e|copying|notice)/i;
 // Other licenses a crate may offer beside MIT, whose texts are left out when MIT is chosen.
 const ALTERNATIVE = /apache|bsd|isc|llvm|copying|unlicense/i;
 
-// Each platform package's target, by its npm/ directory.
+// Each napi target with its platform package's npm/ directory, named as the loader names it.
 function platforms() {
   const { napi } = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
-  const triple = { 'linux-x64-gnu': 'x86_64-unknown-linux-gnu', 'linux-arm64-gnu': 'aarch64-unknown-linux-gnu',
-    'linux-x64-musl': 'x86_64-unknown-linux-musl', 'linux-arm64-musl': 'aarch64-unknown-linux-musl',
-    'darwin-x64': 'x86_64-apple-darwin', 'darwin-arm64': 'aarch64-apple-darwin', 'win32-x64-msvc': 'x86_64-pc-windows-msvc' };
-  const dirs = fs.readdirSync(path.join(root, 'npm')).sort();
-  const missing = napi.targets.filter((t) => !dirs.some((d) => triple[d] === t));
-  if (missing.length) throw new Error(`no npm/ package for ${missing.join(', ')}`);
-  return dirs.map((dir) => ({ dir, target: triple[dir] }));
+  return napi.targets.map((target) => {
+    const [arch, , os, abi] = target.split('-');
+    const platform = { linux: 'linux', darwin: 'darwin', windows: 'win32' }[os];
+    const dir = platformSuffix(platform, { x86_64: 'x64', aarch64: 'arm64' }[arch], abi === 'gnu');
+    if (!fs.existsSync(path.join(root, 'npm', dir, 'package.json'))) throw new Error(`no npm/${dir} package for ${target}`);
+    return { dir, target };
+  });
 }
 
 function metadata(target) {
@@ -60,13 +61,16 @@ function linkedCrates(meta) {
     .sort((a, b) => a.name.localeCompare(b.name) || a.version.localeCompare(b.version));
 }
 
+// Whether a crate is offered under a choice of licenses that includes MIT: it is used under MIT.
+function mitChosen(pkg) {
+  return /\bOR\b/.test(pkg.license || '') && /\bMIT\b/.test(pkg.license);
+}
+
 // The license texts a crate is used under: MIT's where it is one of the choices, else all.
 function licenseTexts(pkg) {
   const dir = path.dirname(pkg.manifest_path);
   let files = fs.readdirSync(dir).filter((f) => LICENSE_FILE.test(f) && fs.statSync(path.join(dir, f)).isFile()).sort();
-  if (/\bOR\b/.test(pkg.license || '') && /\bMIT\b/.test(pkg.license) && files.some((f) => /mit/i.test(f))) {
-    files = files.filter((f) => /mit/i.test(f) || !ALTERNATIVE.test(f));
-  }
+  if (mitChosen(pkg) && files.some((f) => /mit/i.test(f))) files = files.filter((f) => /mit/i.test(f) || !ALTERNATIVE.test(f));
   if (files.length) return files.map((f) => fs.readFileSync(path.join(dir, f), 'utf8').trim());
   const kept = TEXTS_KEPT_HERE[pkg.name];
   if (!kept) throw new Error(`${pkg.name} ${pkg.version} (${pkg.license}) has no license text: add one under scripts/licenses/`);
@@ -74,7 +78,7 @@ function licenseTexts(pkg) {
 }
 
 function usedUnder(pkg) {
-  return /\bOR\b/.test(pkg.license || '') && /\bMIT\b/.test(pkg.license) ? 'MIT' : pkg.license;
+  return mitChosen(pkg) ? 'MIT' : pkg.license;
 }
 
 function notices(target, crates) {
